@@ -1,0 +1,54 @@
+// Kernel libraries and compute pipelines, as MTLLibrary / MTLComputePipelineState.
+//
+// The built-in library holds every kernel of kernels/*.metal, compiled when metalx is
+// built (a metallib on Apple, C++ through the simulator's prelude elsewhere), so no
+// kernel is compiled on first use. A library compiled at run time from Metal Shading
+// Language source is how user shaders (torch.metalx.compile_shader) get in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace metalx::rt {
+
+class ComputePipeline {
+ public:
+  virtual ~ComputePipeline() = default;
+  virtual const std::string& functionName() const = 0;
+  // Upper bound for threads in one threadgroup with this pipeline (may be below the
+  // device's limit for kernels that need many registers or declare a smaller bound).
+  virtual uint64_t maxTotalThreadsPerThreadgroup() const = 0;
+  virtual uint32_t threadExecutionWidth() const = 0;  // the SIMD-group width
+  virtual uint64_t staticThreadgroupMemoryLength() const = 0;
+};
+
+using ComputePipelinePtr = std::shared_ptr<ComputePipeline>;
+
+class Library {
+ public:
+  virtual ~Library() = default;
+  virtual std::vector<std::string> functionNames() const = 0;
+  virtual bool hasFunction(const std::string& name) const = 0;
+  // Creates the pipeline for a kernel function; throws Error(NotFound) for an unknown
+  // name. Creating pipelines is not free on real Metal: callers go through
+  // PipelineCache (pipeline_cache.h) rather than calling this per dispatch.
+  virtual ComputePipelinePtr newComputePipeline(const std::string& function_name) = 0;
+  // A stable identity for cache keys (the library's source hash, or "builtin").
+  virtual const std::string& identity() const = 0;
+};
+
+using LibraryPtr = std::shared_ptr<Library>;
+
+struct CompileOptions {
+  // Metal Shading Language version the source is written for, e.g. "3.1".
+  std::string language_version = "3.1";
+  // Metal's fast math (the default on Apple) reorders float arithmetic; metalx asks for
+  // safe math so results match CPU PyTorch as closely as the hardware allows.
+  bool fast_math = false;
+  // Name used for the source in compile diagnostics ("<source>:12:5: error ...").
+  std::string source_name = "<source>";
+};
+
+}  // namespace metalx::rt

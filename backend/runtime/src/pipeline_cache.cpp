@@ -1,0 +1,55 @@
+// Bounded caches of pipelines and run-time compiled libraries (see pipeline_cache.h).
+#include "metalx/runtime/pipeline_cache.h"
+
+#include <cstdlib>
+#include <functional>
+
+namespace metalx::rt {
+namespace {
+
+size_t envSize(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  return (end && *end == '\0' && n > 0) ? static_cast<size_t>(n) : fallback;
+}
+
+}  // namespace
+
+PipelineCache::PipelineCache(Device& device)
+    : device_(device),
+      builtin_(device.builtinLibrary()),
+      pipelines_(envSize("METALX_PIPELINE_CACHE_SIZE", 512)),
+      libraries_(envSize("METALX_LIBRARY_CACHE_SIZE", 64)) {}
+
+ComputePipelinePtr PipelineCache::builtin(const std::string& function_name) {
+  return get(builtin_, function_name);
+}
+
+ComputePipelinePtr PipelineCache::get(const LibraryPtr& library,
+                                      const std::string& function_name) {
+  // The library's identity, not its address: a library evicted and compiled again
+  // from the same source maps to the same pipelines.
+  std::string key = library->identity() + '\n' + function_name;
+  return pipelines_.getOrCreate(key,
+                                [&] { return library->newComputePipeline(function_name); });
+}
+
+LibraryPtr PipelineCache::compile(const std::string& source, const CompileOptions& options) {
+  std::string key = options.language_version + (options.fast_math ? "|fast|" : "|safe|") +
+                    options.source_name + '\n' + source;
+  return libraries_.getOrCreate(key, [&] { return device_.compileLibrary(source, options); });
+}
+
+void PipelineCache::clear() {
+  pipelines_.clear();
+  libraries_.clear();
+}
+
+void PipelineCache::setCapacities(size_t pipelines, size_t libraries) {
+  pipelines_.setCapacity(pipelines);
+  libraries_.setCapacity(libraries);
+}
+
+}  // namespace metalx::rt

@@ -1,0 +1,222 @@
+// A simulated MTLCommandBuffer (see command_buffer.h).
+#include "command_buffer.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "config.h"
+#include "device.h"
+#include "encoders.h"
+#include "event.h"
+#include "executor.h"
+#include "metalx/runtime/error.h"
+#include "queue.h"
+
+namespace metalsim {
+
+using metalx::rt::CommandBufferStatus;
+using metalx::rt::Error;
+using metalx::rt::ErrorKind;
+
+double simClockSeconds() {
+  static const auto origin = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
+}
+
+ExclusiveUse::Scope::Scope(ExclusiveUse& u, const char* what) : use_(u) {
+  if (u.busy_.exchange(true, std::memory_order_acquire))
+    throw Error(ErrorKind::Validation,
+                std::string(what) + " is being used from two threads at once; Metal command "
+                "buffers and encoders must be encoded by one thread at a time");
+}
+
+SimCommandBuffer::SimCommandBuffer(std::shared_ptr<SimQueue> queue) : queue_(std::move(queue)) {}
+
+SimDevice& SimCommandBuffer::device() { return queue_->simDevice(); }
+
+std::string SimCommandBuffer::describe() const {
+  return label_.empty() ? std::string("command buffer") : "command buffer '" + label_ + "'";
+}
+
+void SimCommandBuffer::requireEncoding(const char* operation) const {
+  if (status_.load() != CommandBufferStatus::NotEnqueued)
+    throw Error(ErrorKind::Validation, std::string(operation) + ": " + describe() +
+                                           " was already committed; encode into a new one");
+}
+
+metalx::rt::ComputeEncoderPtr SimCommandBuffer::computeEncoder() {
+  ExclusiveUse::Scope scope(use_, "a command buffer");
+  requireEncoding("computeEncoder");
+  if (open_encoder_)
+    throw Error(ErrorKind::Validation, "computeEncoder: a " + open_encoder_kind_ +
+                                           " encoder is still open on " + describe() +
+                                           "; call endEncoding() on it first");
+  auto enc = std::make_shared<SimComputeEncoder>(shared_from_this());
+  open_encoder_ = enc.get();
+  open_encoder_kind_ = "compute";
+  return enc;
+}
+
+metalx::rt::BlitEncoderPtr SimCommandBuffer::blitEncoder() {
+  ExclusiveUse::Scope scope(use_, "a command buffer");
+  requireEncoding("blitEncoder");
+  if (open_encoder_)
+    throw Error(ErrorKind::Validation, "blitEncoder: a " + open_encoder_kind_ +
+                                           " encoder is still open on " + describe() +
+                                           "; call endEncoding() on it first");
+  auto enc = std::make_shared<SimBlitEncoder>(shared_from_this());
+  open_encoder_ = enc.get();
+  open_encoder_kind_ = "blit";
+  return enc;
+}
+
+void SimCommandBuffer::encoderEnded(SimEncoderBase* encoder) {
+  if (open_encoder_ == encoder) open_encoder_ = nullptr;
+}
+
+void SimCommandBuffer::encoderAbandoned(SimEncoderBase* encoder, const std::string& what) {
+  if (open_encoder_ != encoder) return;
+  open_encoder_ = nullptr;
+  abandoned_ = what + " was destroyed without endEncoding()";
+}
+
+static void checkEventDevice(SimCommandBuffer& cb, const metalx::rt::EventPtr& event,
+                             const char* op) {
+  if (!event) throw Error(ErrorKind::Validation, std::string(op) + ": event is null");
+  auto* sim = dynamic_cast<SimEvent*>(event.get());
+  if (!sim || &sim->simDevice() != &cb.device())
+    throw Error(ErrorKind::Validation,
+                std::string(op) + ": the event belongs to another device than " + cb.describe());
+}
+
+void SimCommandBuffer::encodeWait(const metalx::rt::EventPtr& event, uint64_t value) {
+  ExclusiveUse::Scope scope(use_, "a command buffer");
+  requireEncoding("encodeWait");
+  if (open_encoder_)
+    throw Error(ErrorKind::Validation, "encodeWait: end the open " + open_encoder_kind_ +
+                                           " encoder before encoding an event wait");
+  checkEventDevice(*this, event, "encodeWait");
+  commands_.push_back(WaitCommand{event, value});
+}
+
+void SimCommandBuffer::encodeSignal(const metalx::rt::EventPtr& event, uint64_t value) {
+  ExclusiveUse::Scope scope(use_, "a command buffer");
+  requireEncoding("encodeSignal");
+  if (open_encoder_)
+    throw Error(ErrorKind::Validation, "encodeSignal: end the open " + open_encoder_kind_ +
+                                           " encoder before encoding an event signal");
+  checkEventDevice(*this, event, "encodeSignal");
+  commands_.push_back(SignalCommand{event, value});
+}
+
+void SimCommandBuffer::addCompletedHandler(std::function<void(metalx::rt::CommandBuffer&)> handler) {
+  ExclusiveUse::Scope scope(use_, "a command buffer");
+  requireEncoding("addCompletedHandler");
+  handlers_.push_back(std::move(handler));
+}
+
+void SimCommandBuffer::commit() {
+  ExclusiveUse::Scope scope(use_, "a command buffer");
+  requireEncoding("commit");
+  if (open_encoder_)
+    throw Error(ErrorKind::Validation, "commit: the " + open_encoder_kind_ + " encoder of " +
+                                           describe() + " is still open; call endEncoding() first");
+  if (!abandoned_.empty())
+    throw Error(ErrorKind::Validation, "commit: in " + describe() + ", " + abandoned_);
+  status_.store(CommandBufferStatus::Committed);
+  queue_->submit(shared_from_this());
+}
+
+void SimCommandBuffer::waitUntilCompleted() {
+  auto s = status_.load();
+  if (s == CommandBufferStatus::NotEnqueued)
+    throw Error(ErrorKind::Validation,
+                "waitUntilCompleted: " + describe() + " was never committed, so it would never complete");
+  // Short spin first: most waits are for work that finishes within microseconds, and
+  // a sleeping wait costs a futex wake-up on each side.
+  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (std::chrono::steady_clock::now() < spin_until)
+    if (done_.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [&] { return done_.load(); });
+}
+
+std::string SimCommandBuffer::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+namespace {
+
+void runCopy(const CopyCommand& c) {
+  auto* src = static_cast<unsigned char*>(c.src->contents()) + c.src_offset;
+  auto* dst = static_cast<unsigned char*>(c.dst->contents()) + c.dst_offset;
+  std::memcpy(dst, src, c.size);
+}
+
+void runFill(const FillCommand& f) {
+  std::memset(static_cast<unsigned char*>(f.buffer->contents()) + f.offset, f.value, f.length);
+}
+
+void runWait(const WaitCommand& w) {
+  auto timeout = std::chrono::milliseconds(static_cast<long long>(config().event_timeout_s * 1000));
+  if (!w.event->waitUntilSignaled(w.value, timeout))
+    throw std::runtime_error("timed out after " + std::to_string(static_cast<long long>(config().event_timeout_s)) +
+                             " s waiting for an event to reach " + std::to_string(w.value) +
+                             " (it is at " + std::to_string(w.event->signaledValue()) +
+                             "); nothing signalled it");
+}
+
+}  // namespace
+
+void SimCommandBuffer::execute() {
+  status_.store(CommandBufferStatus::Scheduled);
+  if (config().strict && config().strict_delay_us)
+    std::this_thread::sleep_for(std::chrono::microseconds(config().strict_delay_us));
+  gpu_start_ = simClockSeconds();
+  std::string failure;
+  for (auto& command : commands_) {
+    try {
+      if (auto* d = std::get_if<DispatchCommand>(&command)) runDispatch(*d);
+      else if (auto* c = std::get_if<CopyCommand>(&command)) runCopy(*c);
+      else if (auto* f = std::get_if<FillCommand>(&command)) runFill(*f);
+      else if (auto* w = std::get_if<WaitCommand>(&command)) runWait(*w);
+      else if (auto* s = std::get_if<SignalCommand>(&command)) s->event->signal(s->value);
+    } catch (const std::exception& e) {
+      failure = describe() + " failed: " + e.what();
+      break;  // as on Metal, the rest of a failed command buffer does not run
+    }
+  }
+  gpu_end_ = simClockSeconds();
+  finish(failure.empty() ? CommandBufferStatus::Completed : CommandBufferStatus::Error, failure);
+}
+
+void SimCommandBuffer::finish(CommandBufferStatus final_status, const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = error;
+  }
+  // Release what the commands kept alive before anyone is told we are done, so a
+  // caller that frees memory after waiting sees the buffers' references dropped.
+  commands_.clear();
+  // Handlers see the final status, and run before waiters wake: callers rely on their
+  // effects once waitUntilCompleted() returns (e.g. the allocator reusing blocks).
+  status_.store(final_status, std::memory_order_release);
+  for (auto& h : handlers_) {
+    try {
+      h(*this);
+    } catch (...) {
+      // A handler's exception has nowhere to go on a runtime thread; Metal would
+      // terminate. Keep the simulator alive and ignore it.
+    }
+  }
+  handlers_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_.store(true, std::memory_order_release);
+  }
+  done_cv_.notify_all();
+}
+
+}  // namespace metalsim

@@ -1,0 +1,90 @@
+// A simulated MTLCommandBuffer: records commands on the encoding thread, then runs them
+// on its queue's worker thread after commit.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "commands.h"
+#include "metalx/runtime/command.h"
+
+namespace metalsim {
+
+class SimQueue;
+class SimDevice;
+class SimEncoderBase;
+
+// Detects two threads using one command buffer or encoder at the same time, which
+// Metal does not allow and which otherwise corrupts state silently.
+class ExclusiveUse {
+ public:
+  class Scope {
+   public:
+    Scope(ExclusiveUse& u, const char* what);
+    ~Scope() { use_.busy_.store(false, std::memory_order_release); }
+
+   private:
+    ExclusiveUse& use_;
+  };
+
+ private:
+  std::atomic<bool> busy_{false};
+};
+
+class SimCommandBuffer final : public metalx::rt::CommandBuffer,
+                               public std::enable_shared_from_this<SimCommandBuffer> {
+ public:
+  explicit SimCommandBuffer(std::shared_ptr<SimQueue> queue);
+
+  metalx::rt::ComputeEncoderPtr computeEncoder() override;
+  metalx::rt::BlitEncoderPtr blitEncoder() override;
+  void encodeWait(const metalx::rt::EventPtr& event, uint64_t value) override;
+  void encodeSignal(const metalx::rt::EventPtr& event, uint64_t value) override;
+  void addCompletedHandler(std::function<void(metalx::rt::CommandBuffer&)> handler) override;
+  void commit() override;
+  void waitUntilCompleted() override;
+  metalx::rt::CommandBufferStatus status() const override { return status_.load(); }
+  std::string error() const override;
+  double gpuStartTime() const override { return gpu_start_; }
+  double gpuEndTime() const override { return gpu_end_; }
+  void setLabel(const std::string& label) override { label_ = label; }
+  const std::string& label() const override { return label_; }
+
+  // For encoders.
+  SimDevice& device();
+  void append(Command command) { commands_.push_back(std::move(command)); }
+  void encoderEnded(SimEncoderBase* encoder);
+  void encoderAbandoned(SimEncoderBase* encoder, const std::string& what);
+  // "command buffer 'label'" for messages.
+  std::string describe() const;
+
+  // For the queue worker.
+  void execute();
+
+ private:
+  void requireEncoding(const char* operation) const;
+  void finish(metalx::rt::CommandBufferStatus final_status, const std::string& error);
+
+  std::shared_ptr<SimQueue> queue_;
+  std::string label_;
+  std::vector<Command> commands_;
+  std::vector<std::function<void(metalx::rt::CommandBuffer&)>> handlers_;
+  SimEncoderBase* open_encoder_ = nullptr;
+  std::string open_encoder_kind_;
+  std::string abandoned_;  // an encoder destroyed without endEncoding()
+  ExclusiveUse use_;
+
+  std::atomic<metalx::rt::CommandBufferStatus> status_{metalx::rt::CommandBufferStatus::NotEnqueued};
+  std::atomic<bool> done_{false};  // completed or failed, and handlers have run
+  mutable std::mutex mutex_;
+  std::condition_variable done_cv_;
+  std::string error_;
+  double gpu_start_ = 0, gpu_end_ = 0;
+};
+
+// Seconds on the simulator's clock (steady, shared by all devices).
+double simClockSeconds();
+
+}  // namespace metalsim

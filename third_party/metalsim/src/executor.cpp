@@ -1,0 +1,301 @@
+// Running dispatches (see executor.h).
+//
+// Two ways to run a threadgroup:
+// - Loop mode, for kernels that never synchronise (the translator proved they reach no
+//   barrier or SIMD-group function): the generated run_group calls the kernel body
+//   once per thread in a plain loop the compiler can optimise as a whole.
+// - Fiber mode, for the others: every thread of the group gets a fiber. Fibers run
+//   until they block at a barrier or SIMD-group function; when all have blocked, the
+//   scheduler resolves what it can, as lockstep hardware would:
+//     * in each SIMD group, the SIMD-group call with the lowest code address among
+//       the waiting lanes completes, with exactly those lanes active (lanes that took
+//       another branch or returned are inactive, as with divergent control flow);
+//     * otherwise, if every live thread waits at a threadgroup barrier, all pass;
+//       if some threads already returned, the barrier can never complete on a GPU
+//       either (it would hang), so the dispatch fails with a message saying so.
+#include "executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "fiber.h"
+#include "kernel_registry.h"
+#include "library.h"
+#include "worker_pool.h"
+
+namespace metalsim {
+namespace {
+
+// A fault raised from kernel code through the host API (fail(), tg overflow, ...).
+struct KernelFault : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class LaneState { Runnable, AtBarrier, AtSimdBarrier, AtSimd, Done, Faulted };
+
+struct Lane {
+  Fiber* fiber = nullptr;
+  kabi::ThreadIds ids;
+  LaneState state = LaneState::Runnable;
+  const void* site = nullptr;
+  kabi::SimdRequest* request = nullptr;
+  size_t tg_cursor = 0;
+  std::string fault;
+};
+
+// What one OS thread is running right now; the host API works on it.
+struct WorkerState {
+  bool fiber_mode = false;
+  Lane* lane = nullptr;          // the lane whose fiber is running (fiber mode)
+  size_t loop_tg_cursor = 0;     // loop mode: threadgroup allocation cursor
+  size_t tg_static_begin = 0;    // where static threadgroup variables start
+  size_t tg_limit = 0;
+  unsigned char* arena = nullptr;
+  const kabi::KernelInfo* kernel = nullptr;
+  // Per-group data for fiber mode.
+  const kabi::Launch* launch = nullptr;
+  const kabi::GroupMemory* memory = nullptr;
+  FiberPool fibers;
+  std::vector<Lane> lanes;
+  std::vector<unsigned char> arena_storage;
+};
+
+thread_local WorkerState* t_worker = nullptr;
+
+WorkerState& worker() {
+  thread_local WorkerState state;
+  t_worker = &state;
+  return state;
+}
+
+// ---- the host API translated kernels call ----
+
+void* apiTgAlloc(size_t size, size_t align) {
+  WorkerState* w = t_worker;
+  if (!w || !w->kernel) throw KernelFault("threadgroup variable declared outside a running kernel");
+  size_t& cursor = w->fiber_mode ? w->lane->tg_cursor : w->loop_tg_cursor;
+  size_t at = (cursor + align - 1) / align * align;
+  if (at + size > w->tg_limit)
+    throw KernelFault("the kernel's threadgroup variables need " + std::to_string(at + size) +
+                      " bytes of threadgroup memory, more than the device's " +
+                      std::to_string(w->tg_limit));
+  cursor = at + size;
+  return w->arena + at;
+}
+
+void blockLane(LaneState state, const void* site, kabi::SimdRequest* request) {
+  WorkerState* w = t_worker;
+  if (!w || !w->fiber_mode)
+    throw KernelFault(std::string("kernel '") + (w && w->kernel ? w->kernel->name : "?") +
+                      "' synchronised (barrier or SIMD-group function) although the translator "
+                      "classified it as not synchronising; this is a simulator bug, please report it");
+  Lane* lane = w->lane;
+  lane->state = state;
+  lane->site = site;
+  lane->request = request;
+  lane->fiber->suspend();
+}
+
+void apiBarrier(kabi::BarrierScope scope, const void* site) {
+  blockLane(scope == kabi::BarrierScope::Threadgroup ? LaneState::AtBarrier : LaneState::AtSimdBarrier,
+            site, nullptr);
+}
+
+void apiSimd(kabi::SimdRequest* request) { blockLane(LaneState::AtSimd, request->site, request); }
+
+[[noreturn]] void apiFail(const char* message) { throw KernelFault(message); }
+
+const kabi::HostApi kApi = {kabi::kAbiVersion, &apiTgAlloc, &apiBarrier, &apiSimd, &apiFail};
+
+// ---- one threadgroup ----
+
+std::string groupName(kabi::U3 g) {
+  return "(" + std::to_string(g.x) + ", " + std::to_string(g.y) + ", " + std::to_string(g.z) + ")";
+}
+
+void fiberEntry(void* arg) {
+  WorkerState& w = *static_cast<WorkerState*>(arg);
+  Lane& lane = *w.lane;
+  lane.fiber->started();
+  try {
+    w.kernel->run_thread(*w.launch, *w.memory, lane.ids);
+    lane.state = LaneState::Done;
+  } catch (const std::exception& e) {
+    lane.fault = e.what();
+    lane.state = LaneState::Faulted;
+  } catch (...) {
+    lane.fault = "unknown exception";
+    lane.state = LaneState::Faulted;
+  }
+  lane.fiber->suspend();  // never resumed again
+}
+
+// Resolves, in each SIMD group whose live lanes have all blocked, the SIMD-group call
+// at the lowest code address (see the file comment). Returns whether any lane moved.
+bool resolveSimdGroups(std::vector<Lane>& lanes) {
+  bool progressed = false;
+  for (size_t base = 0; base < lanes.size(); base += kabi::kSimdWidth) {
+    size_t end = std::min(lanes.size(), base + kabi::kSimdWidth);
+    const void* site = nullptr;
+    for (size_t i = base; i < end; ++i) {
+      LaneState s = lanes[i].state;
+      if ((s == LaneState::AtSimd || s == LaneState::AtSimdBarrier) && (!site || lanes[i].site < site))
+        site = lanes[i].site;
+    }
+    if (!site) continue;
+    uint32_t mask = 0;
+    kabi::SimdRequest* reqs[kabi::kSimdWidth] = {};
+    bool is_barrier = false;
+    for (size_t i = base; i < end; ++i) {
+      Lane& l = lanes[i];
+      if ((l.state != LaneState::AtSimd && l.state != LaneState::AtSimdBarrier) || l.site != site) continue;
+      uint32_t lane_index = static_cast<uint32_t>(i - base);
+      mask |= 1u << lane_index;
+      is_barrier = l.state == LaneState::AtSimdBarrier;
+      if (l.request) {
+        l.request->lane = lane_index;
+        reqs[lane_index] = l.request;
+      }
+      l.state = LaneState::Runnable;
+    }
+    if (!is_barrier) {
+      kabi::SimdRequest* first = reqs[__builtin_ctz(mask)];
+      if (first->quad) {
+        for (uint32_t q = 0; q < kabi::kSimdWidth; q += 4) {
+          uint32_t quad_mask = mask & (0xFu << q);
+          if (quad_mask) first->resolve(reqs, quad_mask);
+        }
+      } else {
+        first->resolve(reqs, mask);
+      }
+    }
+    progressed = true;
+  }
+  return progressed;
+}
+
+void runGroupFibers(WorkerState& w, const kabi::Launch& L, const kabi::GroupMemory& M, kabi::U3 g) {
+  kabi::U3 size = kabi::groupSize(L, g);
+  size_t count = size_t(size.x) * size.y * size.z;
+  w.lanes.resize(count);
+  w.launch = &L;
+  w.memory = &M;
+  size_t i = 0;
+  for (uint32_t z = 0; z < size.z; ++z)
+    for (uint32_t y = 0; y < size.y; ++y)
+      for (uint32_t x = 0; x < size.x; ++x, ++i) {
+        Lane& lane = w.lanes[i];
+        lane = Lane{};
+        lane.fiber = &w.fibers.get(i);
+        lane.ids = kabi::threadIds(L, g, {x, y, z}, size);
+        lane.tg_cursor = w.tg_static_begin;
+      }
+  // Fibers are set up lazily, on first run, each with the worker state as argument;
+  // the lane to run is w.lane.
+  std::vector<bool> started(count, false);
+  size_t done = 0;
+  for (;;) {
+    for (size_t k = 0; k < count; ++k) {
+      Lane& lane = w.lanes[k];
+      if (lane.state != LaneState::Runnable) continue;
+      if (!started[k]) {
+        lane.fiber->reset(&fiberEntry, &w);
+        started[k] = true;
+      }
+      w.lane = &lane;
+      lane.fiber->resume();
+      if (lane.state == LaneState::Faulted)
+        throw std::runtime_error(std::string("kernel '") + w.kernel->name + "', threadgroup " +
+                                 groupName(g) + ", thread " + std::to_string(k) + ": " + lane.fault);
+      if (lane.state == LaneState::Done) ++done;
+    }
+    w.lane = nullptr;
+    if (done == count) return;
+    if (resolveSimdGroups(w.lanes)) continue;
+    size_t at_barrier = 0;
+    for (const Lane& lane : w.lanes) at_barrier += lane.state == LaneState::AtBarrier;
+    if (done > 0)
+      throw std::runtime_error(std::string("kernel '") + w.kernel->name + "', threadgroup " +
+                               groupName(g) + ": threadgroup_barrier reached by " +
+                               std::to_string(at_barrier) + " of " + std::to_string(count) +
+                               " threads; the other " + std::to_string(done) +
+                               " had returned, so on a GPU this barrier would never complete");
+    for (Lane& lane : w.lanes) lane.state = LaneState::Runnable;
+  }
+}
+
+void runGroups(DispatchCommand& d, size_t begin, size_t end) {
+  WorkerState& w = worker();
+  const kabi::KernelInfo& k = d.pipeline->kernel();
+  const size_t tg_limit = 32768;
+  // Threadgroup memory: the dynamic [[threadgroup(n)]] arguments first, then the
+  // kernel's own threadgroup variables, in one arena the size of the device's.
+  if (w.arena_storage.size() < tg_limit + 64) w.arena_storage.resize(tg_limit + 64);
+  auto* arena = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(w.arena_storage.data()) + 63) & ~uintptr_t(63));
+  kabi::GroupMemory memory{};
+  size_t offset = 0;
+  for (uint32_t i = 0; i < kabi::kMaxBindings; ++i)
+    if (d.threadgroup_lengths[i]) {
+      memory.dynamic[i] = arena + offset;
+      offset += (d.threadgroup_lengths[i] + 15) / 16 * 16;
+    }
+  w.arena = arena;
+  w.tg_static_begin = offset;
+  w.tg_limit = tg_limit;
+  w.kernel = &k;
+  w.fiber_mode = k.uses_sync;
+  const bool per_thread_loop = !k.uses_sync && k.declares_threadgroup_memory;
+  const kabi::U3 n = d.groups;
+  try {
+    for (size_t linear = begin; linear < end; ++linear) {
+      kabi::U3 g{uint32_t(linear % n.x), uint32_t((linear / n.x) % n.y), uint32_t(linear / (size_t(n.x) * n.y))};
+      if (config().strict) std::memset(arena, kPoisonByte, tg_limit);
+      if (w.fiber_mode) {
+        runGroupFibers(w, d.launch, memory, g);
+      } else if (per_thread_loop) {
+        // Threadgroup variables are allocated per thread call; restart the cursor
+        // for each thread so all threads of the group see the same addresses.
+        kabi::forEachThread(d.launch, g, [&](const kabi::ThreadIds& t) {
+          w.loop_tg_cursor = w.tg_static_begin;
+          k.run_thread(d.launch, memory, t);
+        });
+      } else {
+        w.loop_tg_cursor = w.tg_static_begin;
+        k.run_group(d.launch, memory, g);
+      }
+    }
+  } catch (const KernelFault& e) {
+    w.kernel = nullptr;
+    throw std::runtime_error(std::string("kernel '") + k.name + "': " + e.what());
+  } catch (...) {
+    w.kernel = nullptr;
+    throw;
+  }
+  w.kernel = nullptr;
+}
+
+}  // namespace
+
+const kabi::HostApi& hostApi() { return kApi; }
+
+void runDispatch(DispatchCommand& d) {
+  for (auto& b : d.bindings)
+    d.launch.buffers[b.index] = b.buffer ? static_cast<unsigned char*>(b.buffer->contents()) + b.offset
+                                         : d.inline_bytes.data() + b.offset;
+  size_t groups = size_t(d.groups.x) * d.groups.y * d.groups.z;
+  size_t threads_per_group = size_t(d.launch.threads_per_threadgroup.x) *
+                             d.launch.threads_per_threadgroup.y * d.launch.threads_per_threadgroup.z;
+  // Small dispatches run on the queue's own thread: waking pool threads would cost more.
+  if (groups == 1 || groups * threads_per_group <= 2048) {
+    runGroups(d, 0, groups);
+    return;
+  }
+  WorkerPool::instance().parallelFor(groups, [&](size_t b, size_t e) { runGroups(d, b, e); });
+}
+
+}  // namespace metalsim

@@ -1,0 +1,31 @@
+// The kernels of one translated library: the built-in one, or one compiled at run time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "metalsim/kernel_abi.h"
+
+namespace metalsim {
+
+// The table of simulator functions that translated kernels call (executor.cpp).
+const kabi::HostApi& hostApi();
+
+class KernelSet {
+ public:
+  using EntryFn = void (*)(kabi::Registrar*);
+  // Calls a library's registration function and collects its kernels. Throws
+  // Error(Validation) when two kernels share a name. `keep_alive` holds whatever
+  // must outlive the kernels (the handle of a dlopen'ed module).
+  KernelSet(EntryFn entry, std::shared_ptr<void> keep_alive);
+
+  const kabi::KernelInfo* find(const std::string& name) const;
+  const std::map<std::string, const kabi::KernelInfo*>& all() const { return kernels_; }
+
+ private:
+  std::map<std::string, const kabi::KernelInfo*> kernels_;
+  std::shared_ptr<void> keep_alive_;
+};
+
+}  // namespace metalsim

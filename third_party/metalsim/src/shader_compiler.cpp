@@ -1,0 +1,245 @@
+// Run-time compilation of MSL for the simulator (see shader_compiler.h).
+#include "shader_compiler.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "config.h"
+#include "device.h"
+#include "kernel_registry.h"
+#include "library.h"
+#include "metalx/runtime/error.h"
+#include "translator.h"
+
+namespace metalsim {
+namespace {
+
+using metalx::rt::Error;
+using metalx::rt::ErrorKind;
+
+bool isFile(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string readFile(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void makeDirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    mkdir(cur.c_str(), 0755);
+  }
+}
+
+// 128 bits of FNV-1a (two seeds). Not cryptographic: a hit is confirmed by comparing
+// the stored source with the new one.
+std::string hashHex(const std::string& s) {
+  auto fnv = [&](uint64_t h) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+    return h;
+  };
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)fnv(1469598103934665603ull),
+                (unsigned long long)fnv(0x9e3779b97f4a7c15ull));
+  return buf;
+}
+
+std::string runCapture(const std::string& command, int* status) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) {
+    *status = -1;
+    return "could not start the compiler";
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string dirOf(const std::string& p) {
+  auto i = p.rfind('/');
+  return i == std::string::npos ? "." : p.substr(0, i);
+}
+
+// Everything a compiled kernel depends on besides its own source.
+const std::string& toolchainIdentity() {
+  static const std::string id = [] {
+    int status = 0;
+    std::string version = runCapture(shellQuote(config().cxx) + " --version", &status);
+    const PreludePaths& p = preludePaths();
+    std::string prelude = readFile(p.prelude_dir + "/metal_stdlib") +
+                          readFile(p.include_dir + "/metalsim/kernel_abi.h");
+    if (DIR* d = opendir((p.prelude_dir + "/metalsim_prelude").c_str())) {
+      std::vector<std::string> names;
+      while (dirent* e = readdir(d)) names.push_back(e->d_name);
+      closedir(d);
+      std::sort(names.begin(), names.end());
+      for (auto& n : names)
+        if (n.size() > 2 && n.substr(n.size() - 2) == ".h")
+          prelude += readFile(p.prelude_dir + "/metalsim_prelude/" + n);
+    }
+    return config().cxx + "\n" + version + "\n" + METALSIM_KERNEL_FLAGS_STR + "\n" +
+           std::to_string(kabi::kAbiVersion) + "\n" + hashHex(prelude);
+  }();
+  return id;
+}
+
+}  // namespace
+
+void trimKernelCache(const std::string& dir, uint64_t max_bytes) {
+  struct Entry {
+    std::string stem;
+    time_t mtime;
+    uint64_t bytes;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() < 4 || n.substr(n.size() - 3) != ".so") continue;
+    std::string stem = n.substr(0, n.size() - 3);
+    struct stat so, src;
+    if (stat((dir + "/" + n).c_str(), &so) != 0) continue;
+    uint64_t bytes = uint64_t(so.st_size);
+    if (stat((dir + "/" + stem + ".cpp").c_str(), &src) == 0) bytes += uint64_t(src.st_size);
+    entries.push_back({stem, so.st_mtime, bytes});
+    total += bytes;
+  }
+  closedir(d);
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.mtime < b.mtime; });
+  for (const Entry& e : entries) {
+    if (total <= max_bytes) break;
+    unlink((dir + "/" + e.stem + ".so").c_str());
+    unlink((dir + "/" + e.stem + ".cpp").c_str());
+    total -= e.bytes;
+  }
+}
+
+namespace {
+
+std::string findPreludeIn(const std::string& root, PreludePaths* out) {
+  if (isFile(root + "/prelude/metal_stdlib") && isFile(root + "/include/metalsim/kernel_abi.h")) {
+    out->prelude_dir = root + "/prelude";
+    out->include_dir = root + "/include";
+    return root;
+  }
+  return "";
+}
+
+}  // namespace
+
+const PreludePaths& preludePaths() {
+  static const PreludePaths paths = [] {
+    PreludePaths p;
+    // 1. METALSIM_HOME: a directory with prelude/ and include/ (an installed copy).
+    if (const char* home = std::getenv("METALSIM_HOME"); home && *home && !findPreludeIn(home, &p).empty())
+      return p;
+    // 2. Beside the binary that contains the simulator (the wheel ships them there).
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&preludePaths), &info) && info.dli_fname) {
+      std::string dir = dirOf(info.dli_fname);
+      if (!findPreludeIn(dir + "/metalsim", &p).empty()) return p;
+    }
+    // 3. The source tree this was built from.
+    p.prelude_dir = METALSIM_BUILD_PRELUDE_DIR;
+    p.include_dir = METALSIM_BUILD_INCLUDE_DIR;
+    return p;
+  }();
+  return paths;
+}
+
+metalx::rt::LibraryPtr compileShaderLibrary(SimDevice& device, const std::string& source,
+                                            const metalx::rt::CompileOptions& options) {
+  TranslateOptions topt;
+  topt.source_name = options.source_name;
+  TranslateResult translated;
+  try {
+    translated = translateMsl(source, topt);
+  } catch (const TranslateError& e) {
+    throw Error(ErrorKind::Compile, std::string("Metal shader compilation failed:\n") + e.what());
+  }
+  const std::string& cpp = translated.cpp;
+  // Fast math would let the compiler reorder float arithmetic; the simulator always
+  // compiles with IEEE semantics, the behaviour metalx asks of Metal too.
+  std::string key = hashHex(cpp + '\n' + toolchainIdentity());
+  const std::string dir = config().cache_dir;
+  const std::string so_path = dir + "/" + key + ".so", src_path = dir + "/" + key + ".cpp";
+
+  static std::mutex compile_mutex;  // one compile at a time per process
+  std::lock_guard<std::mutex> lock(compile_mutex);
+  bool cached = isFile(so_path) && isFile(src_path) && readFile(src_path) == cpp;
+  if (!cached) {
+    makeDirs(dir);
+    static std::atomic<int> counter{0};
+    std::string tmp = dir + "/tmp-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    {
+      std::ofstream f(tmp + ".cpp", std::ios::binary);
+      f << cpp;
+      if (!f)
+        throw Error(ErrorKind::Compile, "cannot write the kernel cache at " + dir +
+                                            " (set METALSIM_CACHE_DIR to a writable directory)");
+    }
+    const PreludePaths& p = preludePaths();
+    std::string cmd = shellQuote(config().cxx) + " -std=c++17 -shared -fPIC " + METALSIM_KERNEL_FLAGS_STR +
+#if METALSIM_SANITIZE
+                      " -fsanitize=address" +
+#endif
+                      " -I" + shellQuote(p.prelude_dir) + " -I" + shellQuote(p.include_dir) + " -o " +
+                      shellQuote(tmp + ".so") + " " + shellQuote(tmp + ".cpp");
+    int status = 0;
+    std::string log = runCapture(cmd, &status);
+    if (status != 0) {
+      unlink((tmp + ".cpp").c_str());
+      unlink((tmp + ".so").c_str());
+      throw Error(ErrorKind::Compile, "Metal shader compilation failed:\n" + log);
+    }
+    // Publish atomically: a concurrent process sees the old state or the complete new one.
+    std::rename((tmp + ".cpp").c_str(), src_path.c_str());
+    std::rename((tmp + ".so").c_str(), so_path.c_str());
+    trimKernelCache(dir, config().cache_bytes);
+  }
+  void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw Error(ErrorKind::Compile, std::string("cannot load compiled shader: ") + dlerror());
+  std::shared_ptr<void> module(handle, [](void* h) { dlclose(h); });
+  auto entry = reinterpret_cast<KernelSet::EntryFn>(dlsym(handle, "metalsim_library_entry"));
+  if (!entry) throw Error(ErrorKind::Compile, "compiled shader has no entry point (corrupt cache at " + so_path + ")");
+  auto kernels = std::make_shared<KernelSet>(entry, module);
+  return std::make_shared<SimLibrary>(device, kernels, "source:" + key);
+}
+
+}  // namespace metalsim

@@ -1,0 +1,643 @@
+// MSL -> C++ translation (see translator.h for what and why).
+#include "translator.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace metalsim {
+namespace {
+
+// ---- Lexing ---------------------------------------------------------------------
+
+enum class Tok { Ident, Number, Punct, Attr };
+
+struct Token {
+  Tok kind;
+  std::string text;  // for Attr: the attribute's inner text, e.g. "buffer(0)"
+  size_t begin, end;  // byte range in the source
+};
+
+// The source with comments and string/char literals replaced by spaces (newlines kept),
+// so structure can be found without being fooled by them.
+std::string maskCommentsAndLiterals(const std::string& s) {
+  std::string m = s;
+  size_t i = 0, n = s.size();
+  auto blank = [&](size_t a, size_t b) {
+    for (size_t k = a; k < b && k < n; ++k)
+      if (m[k] != '\n') m[k] = ' ';
+  };
+  while (i < n) {
+    if (s.compare(i, 2, "//") == 0) {
+      size_t e = s.find('\n', i);
+      e = e == std::string::npos ? n : e;
+      blank(i, e);
+      i = e;
+    } else if (s.compare(i, 2, "/*") == 0) {
+      size_t e = s.find("*/", i + 2);
+      e = e == std::string::npos ? n : e + 2;
+      blank(i, e);
+      i = e;
+    } else if (s[i] == '"' || s[i] == '\'') {
+      char q = s[i];
+      size_t e = i + 1;
+      while (e < n && s[e] != q && s[e] != '\n') e += (s[e] == '\\') ? 2 : 1;
+      e = std::min(n, e + 1);
+      blank(i + 1, e - 1);  // keep the quotes so the token stream still sees a literal
+      i = e;
+    } else {
+      ++i;
+    }
+  }
+  return m;
+}
+
+bool identStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+std::vector<Token> lex(const std::string& src, const std::string& masked) {
+  std::vector<Token> toks;
+  size_t i = 0, n = masked.size();
+  while (i < n) {
+    char c = masked[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (c == '#') {  // preprocessor line: skip it whole (with continuations)
+      while (i < n && masked[i] != '\n') {
+        if (masked[i] == '\\' && i + 1 < n && masked[i + 1] == '\n') ++i;
+        ++i;
+      }
+    } else if (masked.compare(i, 2, "[[") == 0) {
+      size_t e = masked.find("]]", i + 2);
+      if (e == std::string::npos) e = n - 2;
+      std::string inner = src.substr(i + 2, e - i - 2);
+      // trim
+      size_t a = inner.find_first_not_of(" \t\n"), b = inner.find_last_not_of(" \t\n");
+      inner = a == std::string::npos ? "" : inner.substr(a, b - a + 1);
+      toks.push_back({Tok::Attr, inner, i, e + 2});
+      i = e + 2;
+    } else if (identStart(c)) {
+      size_t e = i;
+      while (e < n && identChar(masked[e])) ++e;
+      toks.push_back({Tok::Ident, masked.substr(i, e - i), i, e});
+      i = e;
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t e = i;
+      while (e < n && (identChar(masked[e]) || masked[e] == '.')) ++e;
+      toks.push_back({Tok::Number, masked.substr(i, e - i), i, e});
+      i = e;
+    } else if (masked.compare(i, 2, "::") == 0 || masked.compare(i, 2, "->") == 0) {
+      toks.push_back({Tok::Punct, masked.substr(i, 2), i, i + 2});
+      i += 2;
+    } else {
+      toks.push_back({Tok::Punct, std::string(1, c), i, i + 1});
+      ++i;
+    }
+  }
+  return toks;
+}
+
+// ---- Source model -----------------------------------------------------------------
+
+struct KernelParam {
+  std::string name;
+  std::string bind;  // "Buffer", "Threadgroup", or a position attribute's Bind name
+  unsigned index = 0;
+};
+
+struct KernelDef {
+  std::string name;
+  bool is_template = false;
+  std::string host_name;      // from [[host_name("...")]], if any
+  unsigned max_threads = 0;
+  std::vector<KernelParam> params;
+  size_t body_begin = 0, body_end = 0;  // token indices of '{' and '}'
+  size_t line = 0;
+};
+
+struct Instantiation {
+  std::string template_name;
+  std::string template_id;  // e.g. "add<float>"
+  std::string host_name;
+  size_t line = 0;
+};
+
+const std::map<std::string, std::string>& positionAttributes() {
+  static const std::map<std::string, std::string> m = {
+      {"thread_position_in_grid", "ThreadPositionInGrid"},
+      {"thread_position_in_threadgroup", "ThreadPositionInThreadgroup"},
+      {"threadgroup_position_in_grid", "ThreadgroupPositionInGrid"},
+      {"threads_per_threadgroup", "ThreadsPerThreadgroup"},
+      {"dispatch_threads_per_threadgroup", "DispatchThreadsPerThreadgroup"},
+      {"threadgroups_per_grid", "ThreadgroupsPerGrid"},
+      {"threads_per_grid", "ThreadsPerGrid"},
+      {"thread_index_in_threadgroup", "ThreadIndexInThreadgroup"},
+      {"thread_index_in_simdgroup", "ThreadIndexInSimdgroup"},
+      {"simdgroup_index_in_threadgroup", "SimdgroupIndexInThreadgroup"},
+      {"simdgroups_per_threadgroup", "SimdgroupsPerThreadgroup"},
+      {"threads_per_simdgroup", "ThreadsPerSimdgroup"},
+      {"thread_execution_width", "ThreadExecutionWidth"},
+      {"thread_index_in_quadgroup", "ThreadIndexInQuadgroup"},
+      {"quadgroup_index_in_threadgroup", "QuadgroupIndexInThreadgroup"},
+      {"grid_origin", "GridOrigin"},
+      {"grid_size", "GridSize"},
+  };
+  return m;
+}
+
+bool isSyncIdent(const std::string& id) {
+  return id == "threadgroup_barrier" || id == "simdgroup_barrier" ||
+         id.rfind("simd_", 0) == 0 || id.rfind("quad_", 0) == 0;
+}
+
+class Translator {
+ public:
+  Translator(const std::string& src, const TranslateOptions& opt)
+      : src_(src), opt_(opt), masked_(maskCommentsAndLiterals(src)), toks_(lex(src, masked_)) {
+    matchBrackets();
+  }
+
+  TranslateResult run() {
+    findKernels();
+    findFunctionBodies();
+    classifySync();
+    std::string body = rewriteSource();
+    TranslateResult result;
+    result.cpp = emit(body, result.kernels);
+    return result;
+  }
+
+ private:
+  const std::string& src_;
+  TranslateOptions opt_;
+  std::string masked_;
+  std::vector<Token> toks_;
+  std::vector<size_t> match_;  // matching bracket token index for ( [ { ; npos otherwise
+  std::vector<KernelDef> kernels_;
+  std::vector<Instantiation> insts_;
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> bodies_;  // fn -> token ranges
+  std::set<std::string> sync_names_;
+
+  size_t lineOf(size_t byte) const {
+    return 1 + std::count(src_.begin(), src_.begin() + std::min(byte, src_.size()), '\n');
+  }
+
+  [[noreturn]] void fail(size_t tok, const std::string& msg) const {
+    size_t byte = tok < toks_.size() ? toks_[tok].begin : src_.size();
+    throw TranslateError(opt_.source_name + ":" + std::to_string(lineOf(byte)) +
+                         ": error: " + msg);
+  }
+
+  bool is(size_t i, Tok k, const char* text) const {
+    return i < toks_.size() && toks_[i].kind == k && toks_[i].text == text;
+  }
+  bool punct(size_t i, const char* p) const { return is(i, Tok::Punct, p); }
+
+  void matchBrackets() {
+    match_.assign(toks_.size(), std::string::npos);
+    std::vector<size_t> stack;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (toks_[i].kind != Tok::Punct) continue;
+      const std::string& t = toks_[i].text;
+      if (t == "(" || t == "[" || t == "{") {
+        stack.push_back(i);
+      } else if (t == ")" || t == "]" || t == "}") {
+        if (stack.empty()) fail(i, "unbalanced '" + t + "'");
+        size_t o = stack.back();
+        stack.pop_back();
+        char want = t == ")" ? '(' : t == "]" ? '[' : '{';
+        if (toks_[o].text[0] != want) fail(i, "mismatched '" + t + "'");
+        match_[o] = i;
+        match_[i] = o;
+      }
+    }
+    if (!stack.empty()) fail(stack.back(), "unclosed '" + toks_[stack.back()].text + "'");
+  }
+
+  // Index of the '>' closing the '<' at i (template argument lists), npos if none.
+  size_t matchAngle(size_t i) const {
+    int depth = 0;
+    for (size_t k = i; k < toks_.size(); ++k) {
+      if (toks_[k].kind != Tok::Punct) continue;
+      const std::string& t = toks_[k].text;
+      if (t == "(" || t == "[" || t == "{") {
+        k = match_[k];
+      } else if (t == "<") {
+        ++depth;
+      } else if (t == ">") {
+        if (--depth == 0) return k;
+      } else if (t == ";" || t == ")" || t == "}") {
+        return std::string::npos;
+      }
+    }
+    return std::string::npos;
+  }
+
+  std::string text(size_t first_tok, size_t last_tok) const {  // inclusive, from source
+    return src_.substr(toks_[first_tok].begin, toks_[last_tok].end - toks_[first_tok].begin);
+  }
+
+  static std::string attrName(const std::string& attr) {
+    size_t p = attr.find('(');
+    std::string name = attr.substr(0, p);
+    name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
+    return name;
+  }
+  static std::string attrArg(const std::string& attr) {
+    size_t a = attr.find('('), b = attr.rfind(')');
+    if (a == std::string::npos || b == std::string::npos || b < a) return "";
+    std::string arg = attr.substr(a + 1, b - a - 1);
+    size_t s = arg.find_first_not_of(" \t\""), e = arg.find_last_not_of(" \t\"");
+    return s == std::string::npos ? "" : arg.substr(s, e - s + 1);
+  }
+
+  unsigned attrIndex(size_t tok, const std::string& attr) const {
+    std::string arg = attrArg(attr);
+    if (arg.empty() || !std::all_of(arg.begin(), arg.end(), ::isdigit))
+      fail(tok, "[[" + attr + "]] needs a constant integer index");
+    return static_cast<unsigned>(std::stoul(arg));
+  }
+
+  // ---- kernels and instantiations ----
+
+  void findKernels() {
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      bool marker = is(i, Tok::Ident, "kernel") ||
+                    (toks_[i].kind == Tok::Attr && attrName(toks_[i].text) == "kernel");
+      if (marker) parseKernelAt(i);
+    }
+    for (auto& k : kernels_)
+      if (k.is_template && !k.host_name.empty())
+        fail(k.body_begin, "[[host_name]] belongs on explicit instantiations of kernel template '" +
+                               k.name + "'");
+  }
+
+  void parseKernelAt(size_t marker) {
+    // Walk back over attributes to see what kind of declaration this is.
+    size_t start = marker;
+    std::vector<size_t> attrs;
+    while (start > 0 && toks_[start - 1].kind == Tok::Attr) attrs.push_back(--start);
+    bool explicit_inst = false, is_template = false;
+    if (start > 0 && is(start - 1, Tok::Ident, "template")) {
+      explicit_inst = true;
+    } else if (start > 0 && punct(start - 1, ">")) {
+      // template <...> kernel void f(...)
+      int depth = 0;
+      for (size_t k = start - 1; k + 1 > 0; --k) {
+        if (punct(k, ">")) ++depth;
+        if (punct(k, "<") && --depth == 0) {
+          if (k > 0 && is(k - 1, Tok::Ident, "template")) is_template = true;
+          break;
+        }
+      }
+    }
+    size_t i = marker + 1;
+    while (i < toks_.size() && toks_[i].kind == Tok::Attr) attrs.push_back(i++);
+    for (size_t a : attrs) (void)a;
+
+    std::string host_name;
+    unsigned max_threads = 0;
+    auto readFunctionAttrs = [&](size_t a) {
+      const std::string& t = toks_[a].text;
+      std::string name = attrName(t);
+      if (name == "host_name") host_name = attrArg(t);
+      if (name == "max_total_threads_per_threadgroup") max_threads = attrIndex(a, t);
+    };
+    for (size_t a : attrs) readFunctionAttrs(a);
+
+    if (explicit_inst && is(i, Tok::Ident, "decltype")) {
+      // template [[host_name("x")]] kernel decltype(f<T>) f<T>;
+      size_t close = match_[i + 1];
+      size_t id_begin = close + 1, id_end = id_begin;
+      while (id_end < toks_.size() && !punct(id_end, ";")) ++id_end;
+      if (id_end == id_begin) fail(i, "malformed kernel instantiation");
+      addInstantiation(id_begin, id_end - 1, host_name, i);
+      return;
+    }
+    if (!is(i, Tok::Ident, "void")) fail(i, "a kernel function must return void");
+    ++i;
+    if (i >= toks_.size() || toks_[i].kind != Tok::Ident) fail(i, "expected the kernel's name");
+    size_t name_tok = i++;
+    size_t id_end = name_tok;
+    if (punct(i, "<")) {  // explicit instantiation names template arguments
+      size_t close = matchAngle(i);
+      if (close == std::string::npos) fail(i, "unclosed template argument list");
+      id_end = close;
+      i = close + 1;
+    }
+    if (!punct(i, "(")) fail(i, "expected '(' after kernel name");
+    size_t lparen = i, rparen = match_[i];
+    size_t after = rparen + 1;
+    while (after < toks_.size() && toks_[after].kind == Tok::Attr) readFunctionAttrs(after++);
+
+    if (explicit_inst) {
+      addInstantiation(name_tok, id_end, host_name, name_tok);
+      return;
+    }
+    if (!punct(after, "{")) return;  // a prototype: the definition comes elsewhere
+    KernelDef def;
+    def.name = toks_[name_tok].text;
+    def.is_template = is_template;
+    def.host_name = host_name;
+    def.max_threads = max_threads;
+    def.params = parseParams(lparen, rparen, def.name);
+    def.body_begin = after;
+    def.body_end = match_[after];
+    def.line = lineOf(toks_[name_tok].begin);
+    kernels_.push_back(std::move(def));
+  }
+
+  void addInstantiation(size_t id_first, size_t id_last, const std::string& host, size_t at) {
+    Instantiation inst;
+    inst.template_name = toks_[id_first].text;
+    inst.template_id = text(id_first, id_last);
+    inst.host_name = host;
+    inst.line = lineOf(toks_[at].begin);
+    if (host.empty())
+      fail(at, "explicit instantiation of kernel '" + inst.template_id +
+                   "' needs [[host_name(\"...\")]] to be callable");
+    insts_.push_back(inst);
+  }
+
+  std::vector<KernelParam> parseParams(size_t lparen, size_t rparen, const std::string& kname) {
+    std::vector<KernelParam> params;
+    size_t begin = lparen + 1;
+    auto finish = [&](size_t b, size_t e) {  // tokens [b, e)
+      if (b >= e) return;
+      if (e - b == 1 && is(b, Tok::Ident, "void")) return;
+      size_t attr = std::string::npos, name = std::string::npos;
+      for (size_t k = b; k < e; ++k) {
+        if (toks_[k].kind == Tok::Attr) attr = k;
+        if (toks_[k].kind == Tok::Ident && attr == std::string::npos) name = k;
+        if (toks_[k].kind == Tok::Punct &&
+            (toks_[k].text == "(" || toks_[k].text == "[" || toks_[k].text == "{"))
+          k = match_[k];
+      }
+      std::string pname = name == std::string::npos ? "?" : toks_[name].text;
+      if (attr == std::string::npos)
+        fail(b, "parameter '" + pname + "' of kernel '" + kname +
+                    "' has no [[...]] attribute saying what it is bound to");
+      KernelParam p;
+      p.name = pname;
+      const std::string& a = toks_[attr].text;
+      std::string an = attrName(a);
+      if (an == "buffer") {
+        p.bind = "Buffer";
+        p.index = attrIndex(attr, a);
+        if (p.index >= 31) fail(attr, "[[buffer(" + std::to_string(p.index) + ")]]: Metal has 31 buffer slots (0-30)");
+      } else if (an == "threadgroup") {
+        p.bind = "Threadgroup";
+        p.index = attrIndex(attr, a);
+        if (p.index >= 31) fail(attr, "[[threadgroup(" + std::to_string(p.index) + ")]]: index must be below 31");
+      } else if (auto it = positionAttributes().find(an); it != positionAttributes().end()) {
+        p.bind = it->second;
+      } else {
+        fail(attr, "[[" + a + "]] on parameter '" + pname +
+                       "' is not supported by the Metal simulator (textures, samplers and "
+                       "stage_in are not simulated)");
+      }
+      params.push_back(p);
+    };
+    int angle = 0;
+    for (size_t k = begin; k < rparen; ++k) {
+      if (toks_[k].kind != Tok::Punct) continue;
+      const std::string& t = toks_[k].text;
+      if (t == "(" || t == "[" || t == "{") k = match_[k];
+      else if (t == "<") ++angle;
+      else if (t == ">") --angle;
+      else if (t == "," && angle == 0) {
+        finish(begin, k);
+        begin = k + 1;
+      }
+    }
+    finish(begin, rparen);
+    return params;
+  }
+
+  // ---- which functions reach a barrier or SIMD function ----
+
+  void findFunctionBodies() {
+    static const std::set<std::string> not_functions = {
+        "if", "for", "while", "switch", "return", "sizeof", "catch", "decltype", "alignof",
+        "static_assert", "alignas"};
+    for (size_t i = 0; i + 1 < toks_.size(); ++i) {
+      if (toks_[i].kind != Tok::Ident || !punct(i + 1, "(")) continue;
+      if (not_functions.count(toks_[i].text)) continue;
+      size_t k = match_[i + 1] + 1;
+      // skip trailing qualifiers/attributes: const, noexcept, -> type
+      while (k < toks_.size() && (toks_[k].kind == Tok::Attr || is(k, Tok::Ident, "const") ||
+                                  is(k, Tok::Ident, "noexcept") || is(k, Tok::Ident, "thread") ||
+                                  is(k, Tok::Ident, "device") || is(k, Tok::Ident, "constant")))
+        ++k;
+      if (punct(k, "{")) bodies_[toks_[i].text].push_back({k, match_[k]});
+    }
+    // Macros count too: a #define that names a barrier makes its name a sync name.
+    std::istringstream lines(masked_);
+    std::string line;
+    while (std::getline(lines, line)) {
+      size_t p = line.find_first_not_of(" \t");
+      if (p == std::string::npos || line.compare(p, 7, "#define") != 0) continue;
+      std::istringstream words(line.substr(p + 7));
+      std::string name;
+      words >> name;
+      name = name.substr(0, name.find('('));
+      std::string rest((std::istreambuf_iterator<char>(words)), std::istreambuf_iterator<char>());
+      for (size_t s = 0; s < rest.size();) {
+        if (!identStart(rest[s])) { ++s; continue; }
+        size_t e = s;
+        while (e < rest.size() && identChar(rest[e])) ++e;
+        if (isSyncIdent(rest.substr(s, e - s))) sync_names_.insert(name);
+        s = e;
+      }
+    }
+  }
+
+  bool rangeSyncs(size_t a, size_t b) const {
+    for (size_t k = a; k <= b && k < toks_.size(); ++k)
+      if (toks_[k].kind == Tok::Ident &&
+          (isSyncIdent(toks_[k].text) || sync_names_.count(toks_[k].text)))
+        return true;
+    return false;
+  }
+
+  void classifySync() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (auto& [name, ranges] : bodies_) {
+        if (sync_names_.count(name)) continue;
+        for (auto& r : ranges)
+          if (rangeSyncs(r.first, r.second)) {
+            sync_names_.insert(name);
+            changed = true;
+            break;
+          }
+      }
+    }
+  }
+
+  // ---- text edits ----
+
+  struct Edit {
+    size_t begin, end;
+    std::string replacement;
+  };
+
+  std::string rewriteSource() {
+    std::vector<Edit> edits;
+    for (const Token& t : toks_)
+      if (t.kind == Tok::Attr) edits.push_back({t.begin, t.end, ""});
+    for (const KernelDef& k : kernels_) rewriteThreadgroupDecls(k, edits);
+    std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.begin > b.begin; });
+    std::string out = src_;
+    for (const Edit& e : edits) {
+      // Keep the line structure: the replacement, then the newlines the range had,
+      // and spaces for the rest so columns after a blanked attribute stay put.
+      std::string old = out.substr(e.begin, e.end - e.begin);
+      std::string rep = e.replacement;
+      size_t newlines = std::count(old.begin(), old.end(), '\n');
+      if (newlines == 0 && rep.size() < old.size()) rep.append(old.size() - rep.size(), ' ');
+      rep.append(newlines, '\n');
+      out.replace(e.begin, e.end - e.begin, rep);
+    }
+    return out;
+  }
+
+  void rewriteThreadgroupDecls(const KernelDef& k, std::vector<Edit>& edits) {
+    for (size_t i = k.body_begin + 1; i < k.body_end; ++i) {
+      if (!is(i, Tok::Ident, "threadgroup")) continue;
+      bool statement_start = punct(i - 1, "{") || punct(i - 1, ";") || punct(i - 1, "}");
+      if (!statement_start) continue;
+      size_t semi = i + 1;
+      bool plain = true;  // no pointer, reference, initializer or call at depth 0
+      while (semi < k.body_end && !punct(semi, ";")) {
+        const Token& t = toks_[semi];
+        if (t.kind == Tok::Punct && (t.text == "*" || t.text == "&" || t.text == "=" || t.text == "("))
+          plain = false;
+        if (t.kind == Tok::Punct && (t.text == "[" || t.text == "{")) semi = match_[semi];
+        ++semi;
+      }
+      if (!plain || semi >= k.body_end) continue;
+      // Split declarators at depth-0 commas (template argument commas are inside <>).
+      std::vector<std::pair<size_t, size_t>> parts;
+      size_t b = i + 1;
+      int angle = 0;
+      for (size_t j = i + 1; j < semi; ++j) {
+        if (punct(j, "[")) { j = match_[j]; continue; }
+        if (punct(j, "<")) ++angle;
+        if (punct(j, ">")) --angle;
+        if (punct(j, ",") && angle == 0) { parts.push_back({b, j}); b = j + 1; }
+      }
+      parts.push_back({b, semi});
+      auto declarator = [&](size_t pb, size_t pe) {  // name token index in [pb, pe)
+        size_t j = pe;
+        while (j > pb && punct(j - 1, "]")) j = match_[j - 1];
+        if (j == pb || toks_[j - 1].kind != Tok::Ident) fail(pb, "cannot parse threadgroup declaration");
+        return j - 1;
+      };
+      size_t first_name = declarator(parts[0].first, parts[0].second);
+      if (first_name == parts[0].first) fail(i, "threadgroup declaration without a type");
+      std::string type = text(parts[0].first, first_name - 1);
+      std::string rep;
+      for (size_t p = 0; p < parts.size(); ++p) {
+        size_t name = p == 0 ? first_name : declarator(parts[p].first, parts[p].second);
+        std::string dims = name + 1 < parts[p].second ? text(name + 1, parts[p].second - 1) : "";
+        rep += "auto& " + toks_[name].text + " = *metalsim_kernel_ns::tg_alloc<" + type + dims +
+               ">(); ";
+      }
+      edits.push_back({toks_[i].begin, toks_[semi].end, rep});
+      i = semi;
+    }
+  }
+
+  // ---- generated wrappers ----
+
+  std::string emit(const std::string& body, std::vector<TranslatedKernel>& out_kernels) {
+    struct Entry {
+      std::string host, callee;
+      const KernelDef* def;
+    };
+    std::vector<Entry> entries;
+    std::set<std::string> hosts;
+    auto addEntry = [&](const std::string& host, const std::string& callee, const KernelDef* def,
+                        size_t line) {
+      if (!hosts.insert(host).second)
+        throw TranslateError(opt_.source_name + ":" + std::to_string(line) +
+                             ": error: two kernels are named '" + host + "'");
+      entries.push_back({host, callee, def});
+    };
+    for (const KernelDef& k : kernels_)
+      if (!k.is_template) addEntry(k.host_name.empty() ? k.name : k.host_name, k.name, &k, k.line);
+    for (const Instantiation& in : insts_) {
+      const KernelDef* def = nullptr;
+      for (const KernelDef& k : kernels_)
+        if (k.is_template && k.name == in.template_name) def = &k;
+      if (!def)
+        throw TranslateError(opt_.source_name + ":" + std::to_string(in.line) +
+                             ": error: no kernel template named '" + in.template_name + "'");
+      addEntry(in.host_name, in.template_id, def, in.line);
+    }
+
+    std::ostringstream o;
+    o << "// Generated by metalsim from " << opt_.source_name << ". Do not edit.\n"
+      // glue.h first: it includes standard headers, which must come before the
+      // prelude's address-space macros (thread, device, ...).
+      << "#include \"metalsim_prelude/glue.h\"\n"
+      << "#include \"metal_stdlib\"\n"
+      << "#line 1 \"" << opt_.source_name << "\"\n"
+      << body << "\n"
+      << "#line 1 \"" << opt_.source_name << " (metalsim wrappers)\"\n"
+      << "namespace {\n"
+      << "namespace msk = ::metalsim::kabi;\n";
+    for (size_t e = 0; e < entries.size(); ++e) {
+      const Entry& en = entries[e];
+      const KernelDef& d = *en.def;
+      std::string n = std::to_string(e);
+      o << "using msim_fn_" << n << " = decltype(&" << en.callee << ");\n"
+        << "inline void msim_call_" << n
+        << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) {\n"
+        << "  (void)L; (void)M; (void)t;\n  " << en.callee << "(";
+      for (size_t p = 0; p < d.params.size(); ++p) {
+        o << (p ? ",\n    " : "") << "metalsim_kernel_ns::bindArg<msim_fn_" << n << ", " << p
+          << ", msk::Bind::" << d.params[p].bind << ", " << d.params[p].index << ">(L, M, t)";
+      }
+      o << ");\n}\n"
+        << "void msim_group_" << n << "(const msk::Launch& L, const msk::GroupMemory& M, msk::U3 g) {\n"
+        << "  msk::forEachThread(L, g, [&](const msk::ThreadIds& t) { msim_call_" << n << "(L, M, t); });\n}\n"
+        << "void msim_thread_" << n
+        << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) { msim_call_"
+        << n << "(L, M, t); }\n"
+        << "const msk::Param msim_params_" << n << "[] = {";
+      for (size_t p = 0; p < d.params.size(); ++p)
+        o << "{msk::Bind::" << d.params[p].bind << ", " << d.params[p].index << ", \""
+          << d.params[p].name << "\"}, ";
+      if (d.params.empty()) o << "{msk::Bind::Buffer, 0, nullptr}";
+      bool syncs = rangeSyncs(d.body_begin, d.body_end);
+      bool declares_tg = false;
+      for (size_t k = d.body_begin; k < d.body_end; ++k)
+        if (is(k, Tok::Ident, "threadgroup")) declares_tg = true;
+      o << "};\n"
+        << "const msk::KernelInfo msim_info_" << n << " = {\"" << en.host << "\", msim_params_" << n
+        << ", " << d.params.size() << ", " << (syncs ? "true" : "false") << ", "
+        << (declares_tg ? "true" : "false") << ", " << d.max_threads << ", &msim_group_" << n
+        << ", &msim_thread_" << n << ", \"" << opt_.source_name << "\"};\n";
+      out_kernels.push_back({en.host, syncs});
+    }
+    o << "}  // namespace\n"
+      << "extern \"C\" void " << opt_.entry_name << "(::metalsim::kabi::Registrar* r) {\n"
+      << "  metalsim_kernel_ns::host_api = r->api;\n";
+    for (size_t e = 0; e < entries.size(); ++e) o << "  r->add(r, &msim_info_" << e << ");\n";
+    o << "}\n";
+    return o.str();
+  }
+};
+
+}  // namespace
+
+TranslateResult translateMsl(const std::string& source, const TranslateOptions& options) {
+  return Translator(source, options).run();
+}
+
+}  // namespace metalsim
