@@ -174,7 +174,7 @@ void SimCommandBuffer::execute() {
   status_.store(CommandBufferStatus::Scheduled);
   if (config().strict && config().strict_delay_us)
     std::this_thread::sleep_for(std::chrono::microseconds(config().strict_delay_us));
-  gpu_start_ = simClockSeconds();
+  const double start = simClockSeconds();
   std::string failure;
   for (auto& command : commands_) {
     try {
@@ -188,7 +188,8 @@ void SimCommandBuffer::execute() {
       break;  // as on Metal, the rest of a failed command buffer does not run
     }
   }
-  gpu_end_ = simClockSeconds();
+  gpu_start_.store(start, std::memory_order_release);
+  gpu_end_.store(simClockSeconds(), std::memory_order_release);
   finish(failure.empty() ? CommandBufferStatus::Completed : CommandBufferStatus::Error, failure);
 }
 

@@ -47,8 +47,8 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
   void waitUntilCompleted() override;
   metalx::rt::CommandBufferStatus status() const override { return status_.load(); }
   std::string error() const override;
-  double gpuStartTime() const override { return gpu_start_; }
-  double gpuEndTime() const override { return gpu_end_; }
+  double gpuStartTime() const override { return gpu_start_.load(std::memory_order_acquire); }
+  double gpuEndTime() const override { return gpu_end_.load(std::memory_order_acquire); }
   void setLabel(const std::string& label) override { label_ = label; }
   const std::string& label() const override { return label_; }
 
@@ -81,7 +81,8 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
   std::string error_;
-  double gpu_start_ = 0, gpu_end_ = 0;
+  // Published together when the command buffer finishes (0 until then, as documented).
+  std::atomic<double> gpu_start_{0}, gpu_end_{0};
 };
 
 // Seconds on the simulator's clock (steady, shared by all devices).

@@ -37,7 +37,8 @@ void SimComputeEncoder::setComputePipeline(const metalx::rt::ComputePipelinePtr&
   ExclusiveUse::Scope scope(use_, "a compute encoder");
   requireOpen("setComputePipeline");
   auto sim = std::dynamic_pointer_cast<SimPipeline>(pipeline);
-  if (!sim) throw Error(ErrorKind::Validation, "setComputePipeline: not a pipeline of this device");
+  if (!sim || &sim->device() != &cb_->device())
+    throw Error(ErrorKind::Validation, "setComputePipeline: the pipeline belongs to another device than the " + where());
   pipeline_ = std::move(sim);
   for (auto& s : slots_) s.since_pipeline = false;
 }
@@ -166,9 +167,12 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
       throw Error(ErrorKind::Validation, "dispatch of " + kname + ": [[buffer(" + std::to_string(i) +
                                              ")]] is bound but the kernel declares no such argument");
   const size_t tg_limit = cb_->device().info().max_threadgroup_memory_length;
-  if (tg_total > tg_limit)
-    throw Error(ErrorKind::Validation, "dispatch of " + kname + ": " + std::to_string(tg_total) +
-                                           " bytes of threadgroup memory is more than the device's " +
+  const size_t tg_static = pipeline_->staticThreadgroupMemoryLength();
+  if (tg_total + tg_static > tg_limit)
+    throw Error(ErrorKind::Validation, "dispatch of " + kname + ": " + std::to_string(tg_total + tg_static) +
+                                           " bytes of threadgroup memory (" + std::to_string(tg_total) +
+                                           " bound, " + std::to_string(tg_static) +
+                                           " declared by the kernel) is more than the device's " +
                                            std::to_string(tg_limit));
 
   cmd.pipeline = pipeline_;

@@ -1,9 +1,55 @@
 // A simulated MTLSharedEvent (see event.h).
 #include "event.h"
 
+#include <deque>
+#include <thread>
+
 #include "device.h"
 
 namespace metalsim {
+namespace {
+
+// Listeners run here, one after another, never on the thread that signalled: a
+// signaller may hold locks its listener also takes (as with Metal's listener queue).
+class ListenerThread {
+ public:
+  static ListenerThread& instance() {
+    static ListenerThread* t = new ListenerThread();  // lives until exit, like a GCD queue
+    return *t;
+  }
+  void post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      work_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  ListenerThread() {
+    std::thread([this] {
+      for (;;) {
+        std::function<void()> fn;
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait(lock, [&] { return !work_.empty(); });
+          fn = std::move(work_.front());
+          work_.pop_front();
+        }
+        try {
+          fn();
+        } catch (...) {
+          // Nowhere to report it; keep serving the other listeners.
+        }
+      }
+    }).detach();
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> work_;
+};
+
+}  // namespace
 
 metalx::rt::Device& SimEvent::device() { return device_; }
 
@@ -23,7 +69,7 @@ void SimEvent::signal(uint64_t value) {
     listeners_.erase(listeners_.begin(), end);
   }
   cv_.notify_all();
-  for (auto& fn : ready) fn();  // outside the lock: a listener may touch the event
+  for (auto& fn : ready) ListenerThread::instance().post(std::move(fn));
 }
 
 bool SimEvent::waitUntilSignaled(uint64_t value, std::chrono::milliseconds timeout) {
@@ -39,7 +85,7 @@ void SimEvent::notify(uint64_t value, std::function<void()> fn) {
       return;
     }
   }
-  fn();
+  ListenerThread::instance().post(std::move(fn));
 }
 
 }  // namespace metalsim

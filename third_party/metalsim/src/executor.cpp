@@ -251,18 +251,21 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
   w.fiber_mode = k.uses_sync;
   const bool per_thread_loop = !k.uses_sync && k.declares_threadgroup_memory;
   const kabi::U3 n = d.groups;
+  size_t tg_high_water = w.tg_static_begin;  // for the kernel's static threadgroup size
   try {
     for (size_t linear = begin; linear < end; ++linear) {
       kabi::U3 g{uint32_t(linear % n.x), uint32_t((linear / n.x) % n.y), uint32_t(linear / (size_t(n.x) * n.y))};
       if (config().strict) std::memset(arena, kPoisonByte, tg_limit);
       if (w.fiber_mode) {
         runGroupFibers(w, d.launch, memory, g);
+        for (const Lane& lane : w.lanes) tg_high_water = std::max(tg_high_water, lane.tg_cursor);
       } else if (per_thread_loop) {
         // Threadgroup variables are allocated per thread call; restart the cursor
         // for each thread so all threads of the group see the same addresses.
         kabi::forEachThread(d.launch, g, [&](const kabi::ThreadIds& t) {
           w.loop_tg_cursor = w.tg_static_begin;
           k.run_thread(d.launch, memory, t);
+          tg_high_water = std::max(tg_high_water, w.loop_tg_cursor);
         });
       } else {
         w.loop_tg_cursor = w.tg_static_begin;
@@ -277,6 +280,8 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
     throw;
   }
   w.kernel = nullptr;
+  if (k.declares_threadgroup_memory)
+    d.pipeline->kernels().recordStaticThreadgroupMemory(&k, tg_high_water - w.tg_static_begin);
 }
 
 }  // namespace

@@ -20,6 +20,20 @@ KernelSet::KernelSet(EntryFn entry, std::shared_ptr<void> keep_alive)
                                   it->second->source_name + " and " + k->source_name + ")");
   };
   entry(&r);
+  for (auto& [name, info] : kernels_) static_tg_[info].store(0);  // fixed from here on
+}
+
+uint64_t KernelSet::staticThreadgroupMemory(const kabi::KernelInfo* kernel) const {
+  auto it = static_tg_.find(kernel);
+  return it == static_tg_.end() ? 0 : it->second.load(std::memory_order_relaxed);
+}
+
+void KernelSet::recordStaticThreadgroupMemory(const kabi::KernelInfo* kernel, uint64_t bytes) const {
+  auto it = static_tg_.find(kernel);
+  if (it == static_tg_.end()) return;
+  uint64_t seen = it->second.load(std::memory_order_relaxed);
+  while (bytes > seen && !it->second.compare_exchange_weak(seen, bytes)) {
+  }
 }
 
 const kabi::KernelInfo* KernelSet::find(const std::string& name) const {

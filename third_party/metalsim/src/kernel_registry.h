@@ -1,6 +1,7 @@
 // The kernels of one translated library: the built-in one, or one compiled at run time.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,8 +24,14 @@ class KernelSet {
   const kabi::KernelInfo* find(const std::string& name) const;
   const std::map<std::string, const kabi::KernelInfo*>& all() const { return kernels_; }
 
+  // Bytes of threadgroup variables `kernel` declares, as measured when it ran (0 until
+  // then). Recorded by the executor; read by pipelines and dispatch validation.
+  uint64_t staticThreadgroupMemory(const kabi::KernelInfo* kernel) const;
+  void recordStaticThreadgroupMemory(const kabi::KernelInfo* kernel, uint64_t bytes) const;
+
  private:
   std::map<std::string, const kabi::KernelInfo*> kernels_;
+  mutable std::map<const kabi::KernelInfo*, std::atomic<uint64_t>> static_tg_;
   std::shared_ptr<void> keep_alive_;
 };
 

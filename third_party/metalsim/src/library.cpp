@@ -8,11 +8,16 @@ extern "C" void metalsim_register_builtin(metalsim::kabi::Registrar*);  // gener
 
 namespace metalsim {
 
-SimPipeline::SimPipeline(std::shared_ptr<const KernelSet> kernels, const kabi::KernelInfo* info)
-    : kernels_(std::move(kernels)), info_(info), name_(info->name) {
+SimPipeline::SimPipeline(SimDevice& device, std::shared_ptr<const KernelSet> kernels,
+                         const kabi::KernelInfo* info)
+    : device_(device), kernels_(std::move(kernels)), info_(info), name_(info->name) {
   // Kernels that synchronise keep every simulated thread of a group alive at once
   // (a fiber each); the device limit applies, or the kernel's own declared bound.
   max_threads_ = info->max_total_threads ? info->max_total_threads : 1024;
+}
+
+uint64_t SimPipeline::staticThreadgroupMemoryLength() const {
+  return kernels_->staticThreadgroupMemory(info_);
 }
 
 SimLibrary::SimLibrary(SimDevice& device, std::shared_ptr<const KernelSet> kernels,
@@ -45,7 +50,7 @@ metalx::rt::ComputePipelinePtr SimLibrary::newComputePipeline(const std::string&
                             "no kernel function '" + function_name + "' in library " + identity_ +
                                 " (it has: " + (known.empty() ? "none" : known) + ")");
   }
-  return std::make_shared<SimPipeline>(kernels_, info);
+  return std::make_shared<SimPipeline>(device_, kernels_, info);
 }
 
 }  // namespace metalsim

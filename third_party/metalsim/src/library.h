@@ -14,14 +14,20 @@ class SimDevice;
 
 class SimPipeline final : public metalx::rt::ComputePipeline {
  public:
-  SimPipeline(std::shared_ptr<const KernelSet> kernels, const kabi::KernelInfo* info);
+  SimPipeline(SimDevice& device, std::shared_ptr<const KernelSet> kernels, const kabi::KernelInfo* info);
   const std::string& functionName() const override { return name_; }
   uint64_t maxTotalThreadsPerThreadgroup() const override { return max_threads_; }
   uint32_t threadExecutionWidth() const override { return kabi::kSimdWidth; }
-  uint64_t staticThreadgroupMemoryLength() const override { return 0; }
+  // Kernels declare threadgroup variables inside their bodies, with types only the
+  // compiler can size; the simulator learns the length the first time the kernel runs
+  // (that run fails with a clear message if it is too much) and reports it from then on.
+  uint64_t staticThreadgroupMemoryLength() const override;
   const kabi::KernelInfo& kernel() const { return *info_; }
+  SimDevice& device() const { return device_; }
+  const KernelSet& kernels() const { return *kernels_; }
 
  private:
+  SimDevice& device_;
   std::shared_ptr<const KernelSet> kernels_;  // keeps a run-time compiled module loaded
   const kabi::KernelInfo* info_;
   std::string name_;

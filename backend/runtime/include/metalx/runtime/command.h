@@ -112,6 +112,10 @@ class CommandBuffer {
 
 using CommandBufferPtr = std::shared_ptr<CommandBuffer>;
 
+// Creating command buffers and committing them is thread-safe; a failed command buffer
+// reports only through its own status()/error() (and completion handlers), so a caller
+// that must surface asynchronous failures (torch.metalx.synchronize) watches its
+// command buffers with completion handlers.
 class CommandQueue {
  public:
   virtual ~CommandQueue() = default;

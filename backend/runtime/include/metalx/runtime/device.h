@@ -15,6 +15,10 @@
 
 namespace metalx::rt {
 
+// Every Device method may be called from any thread at any time (autograd, DataLoader
+// workers and user threads all allocate); drivers make them thread-safe. Zero-length
+// buffers do not exist on Metal (newBuffer rejects them), so callers represent empty
+// storage without a buffer.
 class Device {
  public:
   virtual ~Device() = default;

@@ -1,0 +1,38 @@
+// Device memory for metalx tensors.
+//
+// Every tensor storage on a metalx device is one runtime buffer (shared storage:
+// the CPU can address it). The storage's data pointer is the buffer's contents(),
+// so kernels need the buffer back from a tensor's data pointer: bufferFor() finds
+// it in a registry of live allocations.
+//
+// This is the simple allocator: one buffer per allocation, released when the
+// storage dies. TODO(metalx caching allocator): replace with a caching allocator
+// (size classes, reuse, watermarks, memory stats) behind the same bufferFor().
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "metalx/runtime/buffer.h"
+
+namespace metalx {
+
+// The allocator registered for the metalx device type (REGISTER_ALLOCATOR).
+c10::Allocator* deviceAllocator();
+
+// The live buffer containing `ptr` and the byte offset of `ptr` inside it. `ptr` may
+// also point one past the end of a buffer (an empty view at its end). Throws a
+// c10::Error if no live metalx allocation contains `ptr`.
+std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr);
+
+// The device index owning `ptr`, or -1 if `ptr` is not in a live metalx allocation.
+c10::DeviceIndex deviceOfPointer(const void* ptr);
+
+// Grows or shrinks a metalx storage to `nbytes`, keeping the common prefix of its
+// contents (Storage.resize_, Tensor.resize_).
+void resizeStorageBytes(c10::StorageImpl& storage, size_t nbytes);
+
+}  // namespace metalx

@@ -1,0 +1,57 @@
+#include "device.h"
+
+#include <c10/util/Exception.h>
+
+#include "metalx/runtime/driver.h"
+#include "metalx/runtime/error.h"
+
+namespace metalx {
+namespace {
+
+thread_local c10::DeviceIndex current_device = 0;
+
+}  // namespace
+
+c10::DeviceIndex deviceCount() noexcept {
+  try {
+    return static_cast<c10::DeviceIndex>(rt::devices().size());
+  } catch (...) {
+    // Callers that must not throw (the guard's deviceCount, isAvailable) treat a
+    // runtime that cannot start as "no devices"; driver_name() reports the reason.
+    return 0;
+  }
+}
+
+void checkDeviceIndex(c10::DeviceIndex index) {
+  const c10::DeviceIndex count = deviceCount();
+  TORCH_CHECK(index >= 0 && index < count, "metalx device ", static_cast<int>(index),
+              " does not exist; ", static_cast<int>(count),
+              count == 1 ? " device" : " devices", " available");
+}
+
+rt::Device& runtimeDevice(c10::DeviceIndex index) {
+  checkDeviceIndex(index);
+  return rt::device(index);
+}
+
+c10::DeviceIndex currentDevice() { return current_device; }
+
+void setCurrentDevice(c10::DeviceIndex index) {
+  checkDeviceIndex(index);
+  current_device = index;
+}
+
+void setCurrentDeviceUnchecked(c10::DeviceIndex index) noexcept { current_device = index; }
+
+c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index) {
+  return index == -1 ? current_device : index;
+}
+
+void synchronizeDevice(c10::DeviceIndex index) {
+  checkDeviceIndex(index);
+  // TODO(metalx streams): nothing is queued on a device yet (no op encodes device
+  // work), so there is nothing to wait for. Once ops commit command buffers on the
+  // per-device stream, wait for that stream's queue here.
+}
+
+}  // namespace metalx

@@ -1,0 +1,38 @@
+// Device indices as torch sees them, mapped onto the runtime's devices.
+//
+// Every torch-facing entry point that receives a device index (the guard, the hooks,
+// the allocator, the Python module) validates it here, so a bad index produces one
+// message everywhere: "metalx device 5 does not exist; 1 device available".
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace metalx::rt {
+class Device;
+}
+
+namespace metalx {
+
+// Number of devices of the selected driver; 0 if the runtime cannot start (for
+// instance METALX_DRIVER names a driver this build lacks).
+c10::DeviceIndex deviceCount() noexcept;
+
+// Throws a c10::Error naming the bad index and how many devices exist.
+void checkDeviceIndex(c10::DeviceIndex index);
+
+// The runtime device behind a (valid) torch device index.
+rt::Device& runtimeDevice(c10::DeviceIndex index);
+
+// The calling thread's current device (0 until set), as CUDA's is per thread.
+c10::DeviceIndex currentDevice();
+void setCurrentDevice(c10::DeviceIndex index);  // validates
+// No validation: for restoring an index that was valid when it was saved.
+void setCurrentDeviceUnchecked(c10::DeviceIndex index) noexcept;
+
+// `index`, or the current device when `index` is -1 (torch's "no index given").
+c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index);
+
+// Waits until all work queued on the device has finished.
+void synchronizeDevice(c10::DeviceIndex index);
+
+}  // namespace metalx

@@ -1,0 +1,87 @@
+// metalx._C: the Python extension. Loading it registers the metalx device with torch
+// (guard, hooks, allocator, generator, ops: static registrations in the other
+// files); the functions below are what python/metalx/ needs on top.
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "allocator.h"
+#include "device.h"
+#include "generator.h"
+#include "metalx/runtime/driver.h"
+
+#ifndef METALX_BUILT_FOR_TORCH
+#error "METALX_BUILT_FOR_TORCH must name the torch version metalx is compiled against"
+#endif
+
+namespace py = pybind11;
+
+namespace metalx {
+namespace {
+
+c10::DeviceIndex toIndex(int64_t index) {
+  TORCH_CHECK(index >= 0 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
+              "metalx device index must be non-negative, got ", index);
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+// Runtime errors (metalx::rt::Error) and c10 errors become Python exceptions with
+// their message and without a C++ backtrace.
+template <class F>
+auto translated(F&& f) {
+  HANDLE_TH_ERRORS
+  return f();
+  END_HANDLE_TH_ERRORS_PYBIND
+}
+
+// (byte offset of the tensor's data in its buffer, buffer length): lets tests check
+// bufferFor() on views.
+std::tuple<size_t, size_t> bufferInfo(const at::Tensor& tensor) {
+  TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
+              "expected a metalx tensor, got one on ", tensor.device());
+  auto [buffer, offset] = bufferFor(tensor.data_ptr());
+  return {offset, buffer->length()};
+}
+
+}  // namespace
+}  // namespace metalx
+
+PYBIND11_MODULE(_C, m) {
+  using namespace metalx;
+  m.doc() = "metalx: the Apple GPU device for PyTorch (C++ part)";
+  m.attr("built_for_torch") = METALX_BUILT_FOR_TORCH;
+
+  m.def("init", [] { translated([] { (void)rt::devices(); }); },
+        "Starts the runtime and opens its devices; raises if it cannot.");
+  m.def("device_count", [] { return static_cast<int>(deviceCount()); });
+  m.def("driver_name", [] { return translated([] { return rt::driverName(); }); },
+        "The runtime driver in use: 'metal' or 'sim'.");
+  m.def("available_drivers", [] { return rt::availableDrivers(); });
+  m.def("current_device", [] { return static_cast<int>(currentDevice()); });
+  m.def("set_device", [](int64_t index) { translated([&] { setCurrentDevice(toIndex(index)); }); });
+  m.def("exchange_device", [](int64_t index) {
+    return translated([&] {
+      const c10::DeviceIndex previous = currentDevice();
+      setCurrentDevice(toIndex(index));
+      return static_cast<int>(previous);
+    });
+  });
+  m.def("synchronize", [](int64_t index) {
+    translated([&] {
+      py::gil_scoped_release no_gil;
+      synchronizeDevice(toIndex(index));
+    });
+  });
+  m.def("default_generator", [](int64_t index) {
+    return translated([&] {
+      const at::Generator& generator = defaultGenerator(toIndex(index));
+      return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(generator));
+    });
+  });
+  m.def("_buffer_info", [](const at::Tensor& t) { return translated([&] { return bufferInfo(t); }); });
+}

@@ -1,0 +1,35 @@
+"""The module torch exposes as `torch.metalx` (torch._register_device_module).
+
+Its names are the device-module protocol torch and user code call, with the
+signatures of torch.cuda's equivalents.
+"""
+
+import torch
+
+from metalx._device import (  # noqa: F401
+    current_device,
+    device,
+    device_count,
+    driver_name,
+    is_available,
+    set_device,
+    synchronize,
+)
+from metalx import random  # noqa: F401  (torch.metalx.random, as torch.cuda.random)
+from metalx._lazy_init import _is_in_bad_fork, _lazy_init, is_initialized  # noqa: F401
+from metalx.random import (  # noqa: F401
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+
+
+def get_amp_supported_dtype():
+    """The low-precision dtypes autocast may use on metalx."""
+    return [torch.float16, torch.bfloat16]

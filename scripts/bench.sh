@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and records their results under bench/results/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_system.sh
+build=build/runtime
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETALX_BUILD_TORCH=OFF -DMETALX_BUILD_BENCH=ON >/dev/null
+cmake --build "$build" --target metalx_runtime_bench
+"$build/bench/metalx_runtime_bench" "bench/results/runtime-sim-$(uname -s | tr A-Z a-z)-$(uname -m).json"
