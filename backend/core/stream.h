@@ -1,0 +1,99 @@
+// A stream: one ordered sequence of GPU work on one device, and the only place metalx
+// encodes commands for it.
+//
+// Everything for a stream is encoded here, under one lock, in call order: a command
+// buffer is created on demand, one compute encoder is kept open across kernels (kernel
+// coalescing) and ended before any blit, event or commit, as Metal requires. Work is
+// committed in batches (flush), so the device runs while the host encodes more.
+//
+// Command buffers are numbered: work encoded now belongs to currentSequence(), and is
+// finished once completedSequence() reaches that number. That lets the allocator reuse
+// freed memory only after the last command buffer that could touch it has completed.
+// A command buffer that fails records its error; synchronize() throws it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "metalx/runtime/runtime.h"
+
+namespace metalx {
+
+class Stream {
+ public:
+  Stream(rt::Device& device, int device_index, int64_t id);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int deviceIndex() const { return device_index_; }
+  int64_t id() const { return id_; }
+  rt::Device& device() { return device_; }
+  rt::PipelineCache& pipelines() { return *pipelines_; }
+
+  // Runs `encode` with the stream's open compute encoder (opened if needed).
+  void encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode);
+  // Runs `encode` with a blit encoder (ending the compute encoder first).
+  void encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode);
+  // The device waits for / signals `event` at this point of the stream.
+  void encodeWait(const rt::EventPtr& event, uint64_t value);
+  void encodeSignal(const rt::EventPtr& event, uint64_t value);
+
+  // The number of the command buffer work encoded now goes into.
+  uint64_t currentSequence() const;
+  // Every command buffer numbered up to this has completed (or failed).
+  uint64_t completedSequence() const { return completed_.load(std::memory_order_acquire); }
+
+  // Commits what has been encoded, without waiting.
+  void flush();
+  // Commits and waits until everything encoded so far has completed. Throws
+  // std::runtime_error with the first failure since the last synchronize().
+  void synchronize();
+  // True when everything encoded so far has completed (commits pending work first, so
+  // polling makes progress, as cudaStreamQuery does).
+  bool query();
+  // Blocks until command buffer `sequence` has completed (committing it if needed).
+  void waitFor(uint64_t sequence);
+  // Runs `fn` on a runtime thread once command buffer `sequence` has completed, at once
+  // (on this thread) if it already has.
+  void onCompleted(uint64_t sequence, std::function<void()> fn);
+
+  // Commit policy: a command buffer is committed once it holds this many commands.
+  static constexpr int kMaxCommandsPerCommandBuffer = 16;
+
+ private:
+  rt::CommandBuffer& commandBuffer();  // the one being encoded, created if needed
+  void endCompute();
+  void commitLocked();
+  void completed(uint64_t sequence, const std::string& error);
+  void countCommand();
+
+  rt::Device& device_;
+  const int device_index_;
+  const int64_t id_;
+  rt::CommandQueuePtr queue_;
+  std::unique_ptr<rt::PipelineCache> pipelines_;
+
+  mutable std::recursive_mutex encode_mutex_;  // recursive: an encode callback may encode
+  rt::CommandBufferPtr cb_;
+  rt::ComputeEncoderPtr compute_;
+  int commands_in_cb_ = 0;
+  uint64_t next_sequence_ = 1;       // number of the next command buffer to create
+  uint64_t last_committed_ = 0;
+  rt::CommandBufferPtr last_committed_cb_;
+
+  std::atomic<uint64_t> completed_{0};
+  std::mutex completion_mutex_;
+  std::multimap<uint64_t, std::function<void()>> waiting_;  // sequence -> callbacks
+  std::string first_error_;
+};
+
+// The streams of each device: the default stream (id 0), created on first use.
+Stream& defaultStream(int device_index);
+
+}  // namespace metalx
