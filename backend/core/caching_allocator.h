@@ -1,0 +1,107 @@
+// The caching allocator: device memory for tensors, from runtime buffers.
+//
+// Creating a Metal buffer is a system call and zero-fills memory, far too slow per
+// tensor, so memory is kept and reused:
+// - Requests up to 1 MiB are carved from 2 MiB buffers ("small" pool); larger ones get
+//   buffers rounded up to 2 MiB, which are split when much larger than the request.
+// - A free block is reused for the smallest request it fits (best fit); neighbouring
+//   free blocks of one buffer merge again.
+// - A freed block may still be read or written by command buffers already encoded on
+//   its stream: it becomes reusable only when those have completed (the stream's
+//   numbered command buffers tell when; streams recorded with recordStream too).
+// - Memory held from the device is capped (the limit: METALX_HIGH_WATERMARK_RATIO x the
+//   device's recommended working set). Past it, cached free memory is released and the
+//   request retried; failing that, OutOfMemoryError says how much was asked for, held
+//   by tensors, cached, and what the limit is.
+// All methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/stream.h"
+#include "metalx/runtime/runtime.h"
+
+namespace metalx {
+
+class OutOfMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct AllocatorStats {
+  uint64_t allocated_bytes = 0, peak_allocated_bytes = 0;  // in blocks handed out
+  uint64_t requested_bytes = 0, peak_requested_bytes = 0;  // as asked for
+  uint64_t reserved_bytes = 0, peak_reserved_bytes = 0;    // buffers held from the device
+  uint64_t pending_free_bytes = 0;  // freed, waiting for in-flight work to finish
+  uint64_t active_blocks = 0;
+  uint64_t allocations = 0, frees = 0;
+  uint64_t buffer_allocations = 0, buffer_frees = 0;  // device buffers created/released
+  uint64_t cache_hits = 0;     // allocations served from cached memory
+  uint64_t oom_retries = 0;    // times the cache was emptied to serve a request
+  uint64_t ooms = 0;
+};
+
+class CachingAllocator {
+ public:
+  struct Block;
+
+  // `limit_bytes`: most memory to hold from the device (0: the default limit).
+  CachingAllocator(rt::Device& device, int device_index, uint64_t limit_bytes = 0);
+  ~CachingAllocator();
+
+  // A block of at least `bytes` (> 0) bytes, first used on `stream`.
+  Block* allocate(size_t bytes, Stream& stream);
+  void free(Block* block);
+  // `block` is also used on `stream`: it is not reused until that stream's work
+  // encoded before the block is freed has completed too.
+  void recordStream(Block* block, Stream& stream);
+
+  // Gives every cached buffer with no live block back to the device.
+  void emptyCache();
+  AllocatorStats stats() const;
+  void resetPeakStats();
+  uint64_t limit() const;
+  void setLimit(uint64_t bytes);
+
+  // The buffer and byte offset behind a pointer inside a live block.
+  bool lookup(const void* ptr, rt::BufferPtr* buffer, size_t* offset) const;
+
+  static void* pointer(const Block* block);
+  static size_t size(const Block* block);
+
+  // Defaults: METALX_HIGH_WATERMARK_RATIO (1.7, as MPS) x recommended working set.
+  static uint64_t defaultLimit(const rt::Device& device);
+
+ private:
+  struct Segment;
+  struct BySize {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BySize>;
+
+  Block* allocateLocked(size_t rounded, bool small, Stream& stream);
+  Block* takeFromPool(Pool& pool, size_t rounded, bool small);
+  Segment* newSegment(size_t bytes, bool small);
+  void insertFree(Block* block);  // merges with free neighbours
+  void releaseFreeSegments();
+  void finishFree(Block* block);  // its in-flight work is done: make it reusable
+  std::string oomMessage(size_t requested) const;
+
+  rt::Device& device_;
+  const int device_index_;
+  mutable std::mutex mutex_;
+  uint64_t limit_;
+  Pool small_pool_, large_pool_;
+  std::map<uintptr_t, Segment*> segments_;  // by base address, for lookup()
+  AllocatorStats stats_;
+};
+
+}  // namespace metalx
