@@ -1,123 +1,134 @@
+// The allocator registered for metalx tensors: torch's view of the caching allocator
+// (core/caching_allocator.h), one per device, plus the pointer -> (buffer, offset)
+// lookup kernels need.
 #include "allocator.h"
 
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <cstring>
-#include <iterator>
-#include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
+#include "core/caching_allocator.h"
+#include "core/stream.h"
 #include "device.h"
-#include "metalx/runtime/device.h"
-#include "metalx/runtime/error.h"
 
 namespace metalx {
 namespace {
 
-// Live allocations by base address. Ordered so that an interior pointer (a view's
-// data_ptr) finds its allocation with one upper_bound.
-class AllocationRegistry {
- public:
-  void add(const rt::BufferPtr& buffer, c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_[base(buffer)] = Entry{buffer, device};
-  }
-
-  // Called before the buffer is released, so a new buffer at the same address can
-  // never meet a stale entry.
-  void remove(const void* base_address) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_.erase(reinterpret_cast<uintptr_t>(base_address));
-  }
-
-  // The entry whose [base, base + length] contains ptr.
-  bool find(const void* ptr, rt::BufferPtr* buffer, size_t* offset,
-            c10::DeviceIndex* device) const {
-    const auto address = reinterpret_cast<uintptr_t>(ptr);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = live_.upper_bound(address);
-    if (it == live_.begin()) return false;
-    --it;
-    const size_t delta = address - it->first;
-    if (delta > it->second.buffer->length()) return false;
-    if (buffer) *buffer = it->second.buffer;
-    if (offset) *offset = delta;
-    if (device) *device = it->second.device;
-    return true;
-  }
-
- private:
-  struct Entry {
-    rt::BufferPtr buffer;
-    c10::DeviceIndex device;
-  };
-  static uintptr_t base(const rt::BufferPtr& buffer) {
-    return reinterpret_cast<uintptr_t>(buffer->contents());
-  }
-
-  mutable std::mutex mutex_;
-  std::map<uintptr_t, Entry> live_;
-};
-
-AllocationRegistry& registry() {
-  // Leaked on purpose: storages freed during static destruction at exit must still
-  // find the registry.
-  static auto* instance = new AllocationRegistry();
-  return *instance;
+// One caching allocator per device, created on first use, kept for the process.
+CachingAllocator& cachingAllocator(c10::DeviceIndex index) {
+  static std::mutex mutex;
+  static std::vector<CachingAllocator*> allocators;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (allocators.empty()) allocators.resize(static_cast<size_t>(deviceCount()), nullptr);
+  checkDeviceIndex(index);
+  auto& slot = allocators[static_cast<size_t>(index)];
+  if (!slot) slot = new CachingAllocator(runtimeDevice(index), index);
+  return *slot;
 }
 
-// Owned by each DataPtr: keeps the buffer alive for as long as the storage holds it.
+// What a DataPtr owns: its block, and the allocator to give it back to.
 struct Allocation {
-  rt::BufferPtr buffer;
+  CachingAllocator* allocator;
+  CachingAllocator::Block* block;
 };
 
 void releaseAllocation(void* context) {
-  auto* allocation = static_cast<Allocation*>(context);
-  registry().remove(allocation->buffer->contents());
-  delete allocation;
+  auto* a = static_cast<Allocation*>(context);
+  a->allocator->free(a->block);
+  delete a;
 }
 
 void releaseNothing(void*) {}
 
 c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device device(c10::DeviceType::PrivateUse1, index);
-  rt::Device& runtime = runtimeDevice(index);
-  // The runtime rejects empty buffers; an empty storage needs no memory at all.
+  // Metal has no empty buffers; an empty storage needs no memory at all.
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &releaseNothing, device);
-
-  rt::BufferPtr buffer;
+  CachingAllocator& allocator = cachingAllocator(index);
+  CachingAllocator::Block* block = nullptr;
   try {
-    buffer = runtime.newBuffer(nbytes);
-  } catch (const rt::Error& e) {
-    TORCH_CHECK_WITH(OutOfMemoryError, e.kind() != rt::ErrorKind::OutOfMemory,
-                     "metalx out of memory: could not allocate ", nbytes, " bytes on metalx:",
-                     static_cast<int>(index), " (", e.what(), ")");
-    TORCH_CHECK(false, "metalx could not allocate ", nbytes, " bytes on metalx:",
-                static_cast<int>(index), ": ", e.what());
+    block = allocator.allocate(nbytes, defaultStream(index));
+  } catch (const OutOfMemoryError& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   }
-  void* data = buffer->contents();
-  registry().add(buffer, index);
-  return c10::DataPtr(data, new Allocation{std::move(buffer)}, &releaseAllocation, device);
+  return c10::DataPtr(CachingAllocator::pointer(block), new Allocation{&allocator, block},
+                      &releaseAllocation, device);
 }
 
-class SimpleDeviceAllocator final : public c10::Allocator {
+void fillStat(c10::CachingDeviceAllocator::StatArray& array, uint64_t current, uint64_t peak) {
+  // Only the aggregate entry: metalx does not split statistics by pool.
+  auto& s = array[static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE)];
+  s.current = static_cast<int64_t>(current);
+  s.peak = static_cast<int64_t>(peak);
+}
+
+class MetalxDeviceAllocator final : public c10::DeviceAllocator {
  public:
   // On the calling thread's current device, as every device allocator does: the
   // empty* ops put a DeviceGuard around allocation.
   c10::DataPtr allocate(size_t nbytes) override { return allocateOn(currentDevice(), nbytes); }
 
   // Device memory is host-addressable (shared storage), so a byte copy is a memcpy
-  // once the device is idle.
+  // once the device has finished writing it.
   void copy_data(void* dest, const void* src, size_t count) const override {
     if (count == 0) return;
     const c10::DeviceIndex device = deviceOfPointer(src);
     if (device >= 0) synchronizeDevice(device);
     std::memcpy(dest, src, count);
   }
+
+  bool initialized() override { return deviceCount() > 0; }
+
+  void emptyCache(c10::MempoolId_t /*mempool*/) override {
+    for (c10::DeviceIndex i = 0; i < deviceCount(); ++i) cachingAllocator(i).emptyCache();
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    auto* a = static_cast<Allocation*>(ptr.get_context());
+    if (!a || ptr.get_deleter() != &releaseAllocation) return;
+    TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+                "record_stream: the stream is not a metalx stream");
+    // Only the default stream of each device exists so far; recording the stream an
+    // allocation was made on is a no-op.
+    a->allocator->recordStream(a->block, defaultStream(stream.device_index()));
+  }
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    AllocatorStats s = cachingAllocator(resolveDeviceIndex(device)).stats();
+    c10::CachingDeviceAllocator::DeviceStats d;
+    fillStat(d.allocated_bytes, s.allocated_bytes, s.peak_allocated_bytes);
+    fillStat(d.active_bytes, s.allocated_bytes, s.peak_allocated_bytes);
+    fillStat(d.requested_bytes, s.requested_bytes, s.peak_requested_bytes);
+    fillStat(d.reserved_bytes, s.reserved_bytes, s.peak_reserved_bytes);
+    fillStat(d.active, s.active_blocks, s.active_blocks);
+    fillStat(d.allocation, s.active_blocks, s.active_blocks);
+    fillStat(d.segment, s.buffer_allocations - s.buffer_frees, s.buffer_allocations - s.buffer_frees);
+    d.num_alloc_retries = static_cast<int64_t>(s.oom_retries);
+    d.num_ooms = static_cast<int64_t>(s.ooms);
+    return d;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    cachingAllocator(resolveDeviceIndex(device)).resetPeakStats();
+  }
+
+  // (free, total) as torch.accelerator.get_memory_info reports them: total is what
+  // metalx may hold on this device (its limit), free what is left of it.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    CachingAllocator& a = cachingAllocator(resolveDeviceIndex(device));
+    const uint64_t limit = a.limit(), reserved = a.stats().reserved_bytes;
+    const uint64_t cached = reserved - std::min(reserved, a.stats().allocated_bytes);
+    return {static_cast<size_t>(limit - std::min(limit, reserved) + cached), static_cast<size_t>(limit)};
+  }
 };
 
-SimpleDeviceAllocator allocator_instance;
+MetalxDeviceAllocator allocator_instance;
 
 }  // namespace
 
@@ -128,15 +139,20 @@ c10::Allocator* deviceAllocator() { return &allocator_instance; }
 std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr) {
   rt::BufferPtr buffer;
   size_t offset = 0;
-  TORCH_CHECK(registry().find(ptr, &buffer, &offset, nullptr), "metalx: pointer ", ptr,
-              " is not in any live metalx allocation");
-  return {std::move(buffer), offset};
+  for (c10::DeviceIndex i = 0; i < deviceCount(); ++i)
+    if (cachingAllocator(i).lookup(ptr, &buffer, &offset)) return {std::move(buffer), offset};
+  TORCH_CHECK(false, "metalx: pointer ", ptr, " is not in any live metalx allocation");
 }
 
 c10::DeviceIndex deviceOfPointer(const void* ptr) {
-  c10::DeviceIndex device = -1;
-  return registry().find(ptr, nullptr, nullptr, &device) ? device : -1;
+  for (c10::DeviceIndex i = 0; i < deviceCount(); ++i)
+    if (cachingAllocator(i).lookup(ptr, nullptr, nullptr)) return i;
+  return -1;
 }
+
+AllocatorStats allocatorStats(c10::DeviceIndex index) { return cachingAllocator(index).stats(); }
+void resetPeakAllocatorStats(c10::DeviceIndex index) { cachingAllocator(index).resetPeakStats(); }
+void emptyAllocatorCache() { allocator_instance.emptyCache({0, 0}); }
 
 void resizeStorageBytes(c10::StorageImpl& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "metalx: trying to resize a storage that is not resizable");

@@ -5,9 +5,8 @@
 // so kernels need the buffer back from a tensor's data pointer: bufferFor() finds
 // it in a registry of live allocations.
 //
-// This is the simple allocator: one buffer per allocation, released when the
-// storage dies. TODO(metalx caching allocator): replace with a caching allocator
-// (size classes, reuse, watermarks, memory stats) behind the same bufferFor().
+// Memory comes from a caching allocator per device (core/caching_allocator.h): size
+// classes, reuse after in-flight work, a hard limit, statistics.
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -16,6 +15,7 @@
 #include <cstddef>
 #include <utility>
 
+#include "core/caching_allocator.h"
 #include "metalx/runtime/buffer.h"
 
 namespace metalx {
@@ -30,6 +30,11 @@ std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr);
 
 // The device index owning `ptr`, or -1 if `ptr` is not in a live metalx allocation.
 c10::DeviceIndex deviceOfPointer(const void* ptr);
+
+// The caching allocator's statistics of one device, and their controls.
+AllocatorStats allocatorStats(c10::DeviceIndex index);
+void resetPeakAllocatorStats(c10::DeviceIndex index);
+void emptyAllocatorCache();
 
 // Grows or shrinks a metalx storage to `nbytes`, keeping the common prefix of its
 // contents (Storage.resize_, Tensor.resize_).

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "core/stream.h"
 #include "metalx/runtime/driver.h"
 #include "metalx/runtime/error.h"
 
@@ -49,9 +50,11 @@ c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index) {
 
 void synchronizeDevice(c10::DeviceIndex index) {
   checkDeviceIndex(index);
-  // TODO(metalx streams): nothing is queued on a device yet (no op encodes device
-  // work), so there is nothing to wait for. Once ops commit command buffers on the
-  // per-device stream, wait for that stream's queue here.
+  try {
+    defaultStream(index).synchronize();
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, e.what());
+  }
 }
 
 }  // namespace metalx

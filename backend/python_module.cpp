@@ -48,6 +48,29 @@ std::tuple<size_t, size_t> bufferInfo(const at::Tensor& tensor) {
   return {offset, buffer->length()};
 }
 
+// The caching allocator's statistics, with the key names torch.cuda.memory_stats uses
+// where a counterpart exists.
+py::dict memoryStats(c10::DeviceIndex index) {
+  AllocatorStats s = allocatorStats(index);
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated_bytes;
+  d["allocated_bytes.all.peak"] = s.peak_allocated_bytes;
+  d["requested_bytes.all.current"] = s.requested_bytes;
+  d["requested_bytes.all.peak"] = s.peak_requested_bytes;
+  d["reserved_bytes.all.current"] = s.reserved_bytes;
+  d["reserved_bytes.all.peak"] = s.peak_reserved_bytes;
+  d["active.all.current"] = s.active_blocks;
+  d["allocation.all.allocated"] = s.allocations;
+  d["allocation.all.freed"] = s.frees;
+  d["segment.all.allocated"] = s.buffer_allocations;
+  d["segment.all.freed"] = s.buffer_frees;
+  d["pending_free_bytes"] = s.pending_free_bytes;
+  d["cache_hits"] = s.cache_hits;
+  d["num_alloc_retries"] = s.oom_retries;
+  d["num_ooms"] = s.ooms;
+  return d;
+}
+
 }  // namespace
 }  // namespace metalx
 
@@ -83,5 +106,9 @@ PYBIND11_MODULE(_C, m) {
       return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(generator));
     });
   });
+  m.def("_memory_stats", [](int64_t index) { return translated([&] { return memoryStats(toIndex(index)); }); });
+  m.def("_reset_peak_memory_stats",
+        [](int64_t index) { translated([&] { resetPeakAllocatorStats(toIndex(index)); }); });
+  m.def("_empty_cache", [] { translated([] { emptyAllocatorCache(); }); });
   m.def("_buffer_info", [](const at::Tensor& t) { return translated([&] { return bufferInfo(t); }); });
 }

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The project's test command: sets up a fresh machine (system packages, Python
-# packages, torch==2.13.0), builds metalx and runs every test. CI runs exactly this.
+# The project's test command: sets up a fresh machine (system packages, torch==2.13.0
+# and the Python packages the tests need), builds metalx and runs every test: the
+# runtime's C++ tests (plain and sanitized) and the Python tests of the torch backend.
+# CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_system.sh
 bash scripts/test_runtime.sh
+bash scripts/install_dev.sh
+python3 -m pytest tests/python -q

@@ -16,6 +16,15 @@ from metalx._device import (  # noqa: F401
     synchronize,
 )
 from metalx import random  # noqa: F401  (torch.metalx.random, as torch.cuda.random)
+from metalx.memory import (  # noqa: F401
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_peak_memory_stats,
+)
 from metalx._lazy_init import _is_in_bad_fork, _lazy_init, is_initialized  # noqa: F401
 from metalx.random import (  # noqa: F401
     get_rng_state,
