@@ -2,15 +2,17 @@
 // copied to the CPU, the CPU kernel runs, and results are copied back.
 //
 // Correct but slow, and only as capable as the copies (contiguous, same dtype).
-// TODO(metalx fallback report): count fallen-back ops per name and make the list
-// available (users ask which ops fell back), with an option to warn or to fail.
+// Every use is counted and governed by METALX_FALLBACK (fallback_report.h).
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
+
+#include "fallback_report.h"
 
 namespace metalx {
 namespace {
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  reportFallback(op.operator_name());
   at::native::cpu_fallback(op, stack);
 }
 

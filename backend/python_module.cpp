@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "allocator.h"
+#include "fallback_report.h"
 #include "device.h"
 #include "generator.h"
 #include "metalx/runtime/driver.h"
@@ -110,5 +111,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats",
         [](int64_t index) { translated([&] { resetPeakAllocatorStats(toIndex(index)); }); });
   m.def("_empty_cache", [] { translated([] { emptyAllocatorCache(); }); });
+  m.def("_fallback_counts", [] { return fallbackCounts(); });
+  m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
+  m.def("_set_fallback_mode", [](const std::string& mode) {
+    translated([&] { setFallbackMode(parseFallbackMode(mode)); });
+  });
+  m.def("_fallback_mode", [] {
+    switch (fallbackMode()) {
+      case FallbackMode::Allow: return "allow";
+      case FallbackMode::Warn: return "warn";
+      case FallbackMode::Error: return "error";
+    }
+    return "allow";
+  });
   m.def("_buffer_info", [](const at::Tensor& t) { return translated([&] { return bufferInfo(t); }); });
 }

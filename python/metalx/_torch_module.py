@@ -16,6 +16,12 @@ from metalx._device import (  # noqa: F401
     synchronize,
 )
 from metalx import random  # noqa: F401  (torch.metalx.random, as torch.cuda.random)
+from metalx.fallback import (  # noqa: F401
+    fallback_mode,
+    fallback_stats,
+    reset_fallback_stats,
+    set_fallback_mode,
+)
 from metalx.memory import (  # noqa: F401
     empty_cache,
     max_memory_allocated,

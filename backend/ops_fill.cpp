@@ -1,0 +1,78 @@
+// fill_ and zero_ (and through them torch.zeros/ones/full) as metalx kernels.
+//
+// A fill writes one bit pattern to every element, so the kernel only needs the element
+// size: kernels/fill.metal's 1, 2, 4 and 8-byte instantiations serve every dtype of
+// those sizes, float64 and complex64 included, without any double arithmetic on the
+// device. Tensors whose elements are not one dense range (gaps, overlaps) and 16-byte
+// dtypes run on the CPU through the fallback until the strided kernels cover them.
+#include <ATen/ATen.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "allocator.h"
+#include "core/stream.h"
+#include "fallback_report.h"
+
+namespace metalx {
+namespace {
+
+const char* fillKernelFor(size_t element_size) {
+  switch (element_size) {
+    case 1: return "fill_dense_uchar";
+    case 2: return "fill_dense_short";
+    case 4: return "fill_dense_int";
+    case 8: return "fill_dense_long";
+    default: return nullptr;
+  }
+}
+
+void fallbackFill(at::Tensor& self, const at::Scalar& value) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill_", "Scalar");
+  reportFallback(op.operator_name());
+  torch::jit::Stack stack{self, value};
+  at::native::cpu_fallback(op, &stack);
+}
+
+at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  const char* kernel = fillKernelFor(self.element_size());
+  if (!kernel || !self.is_non_overlapping_and_dense()) {
+    fallbackFill(self, value);
+    return self;
+  }
+  // The value as the tensor's dtype, in bytes, converted by CPU torch's own fill_: the
+  // rounding, wrapping and overflow errors are exactly CPU's. (CPU checks overflow only
+  // for tensors of two or more elements, hence min(numel, 2).)
+  at::Tensor bits = at::empty({std::min<int64_t>(self.numel(), 2)}, self.options().device(at::kCPU)).fill_(value);
+  uint64_t pattern = 0;
+  std::memcpy(&pattern, bits.data_ptr(), self.element_size());
+
+  // A dense tensor's elements are one range starting at its lowest address: with
+  // non-negative strides, that is the element at data_ptr().
+  auto [buffer, offset] = bufferFor(self.data_ptr());
+  const uint64_t count = static_cast<uint64_t>(self.numel());
+  Stream& stream = defaultStream(self.device().index());
+  auto pipeline = stream.pipelines().builtin(kernel);
+  // Enough threads to fill the machine, each striding over the rest.
+  const uint64_t threads = std::min<uint64_t>(count, 256ull * 4096);
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    e.setComputePipeline(pipeline);
+    e.setBuffer(buffer, offset, 0);
+    e.setBytes(&pattern, 8, 1);  // little-endian: the first element_size bytes are the value
+    e.setBytes(&count, sizeof count, 2);
+    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
+  });
+  return self;
+}
+
+at::Tensor& zeroInPlace(at::Tensor& self) { return fillScalar(self, 0); }
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("fill_.Scalar", TORCH_FN(fillScalar));
+  m.impl("zero_", TORCH_FN(zeroInPlace));
+}
+
+}  // namespace
+}  // namespace metalx
