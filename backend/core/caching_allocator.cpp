@@ -204,25 +204,31 @@ void CachingAllocator::finishFree(Block* block) {
   insertFree(block);
 }
 
+namespace {
+
+// Joins `left` and the block after it in their buffer into `left`.
+template <class Block>
+void absorbNext(Block* left) {
+  Block* right = left->next;
+  left->size += right->size;
+  left->next = right->next;
+  if (right->next) right->next->prev = left;
+  delete right;
+}
+
+}  // namespace
+
 void CachingAllocator::insertFree(Block* block) {
   Pool& pool = block->segment->small ? small_pool_ : large_pool_;
   auto mergeable = [](Block* n) { return n && !n->allocated && !n->pending; };
   if (mergeable(block->prev)) {
-    Block* p = block->prev;
-    pool.erase(p);
-    p->size += block->size;
-    p->next = block->next;
-    if (block->next) block->next->prev = p;
-    delete block;
-    block = p;
+    block = block->prev;
+    pool.erase(block);
+    absorbNext(block);
   }
   if (mergeable(block->next)) {
-    Block* n = block->next;
-    pool.erase(n);
-    block->size += n->size;
-    block->next = n->next;
-    if (n->next) n->next->prev = block;
-    delete n;
+    pool.erase(block->next);
+    absorbNext(block);
   }
   pool.insert(block);
 }

@@ -21,14 +21,10 @@ inline bool envIs(const char* name, const char* value) {
   return v && std::string(v) == value;
 }
 
-class ApiTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    queue = dev().newCommandQueue();
-    lib = testLibrary("api_kernels.metal");
-  }
+inline constexpr char kApiKernels[] = "api_kernels.metal";
 
-  ComputePipelinePtr pipeline(const std::string& name) { return lib->newComputePipeline(name); }
+class ApiTest : public KernelFileTest<kApiKernels> {
+ protected:
 
   // Encodes data[i] += 1 for i < n on `enc` (one thread per element).
   void encodeAddOne(ComputeEncoder& enc, const BufferPtr& data, uint32_t n) {
@@ -98,9 +94,6 @@ class ApiTest : public ::testing::Test {
     if (scaled > 4e9) scaled = 4e9;
     return static_cast<uint32_t>(scaled);
   }
-
-  CommandQueuePtr queue;
-  LibraryPtr lib;
 };
 
 }  // namespace metalx::rt::testing

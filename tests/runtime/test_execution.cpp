@@ -8,16 +8,8 @@
 namespace metalx::rt::testing {
 namespace {
 
-class Execution : public ::testing::Test {
- protected:
-  void SetUp() override {
-    queue = dev().newCommandQueue();
-    lib = testLibrary("execution.metal");
-  }
-  ComputePipelinePtr pipeline(const std::string& name) { return lib->newComputePipeline(name); }
-  CommandQueuePtr queue;
-  LibraryPtr lib;
-};
+constexpr char kExecutionKernels[] = "execution.metal";
+using Execution = KernelFileTest<kExecutionKernels>;
 
 // Odd sizes and group sizes: partial last threadgroups, partial last SIMD groups.
 TEST_F(Execution, ThreadgroupBarrierReductionIsExact) {

@@ -51,6 +51,19 @@ inline LibraryPtr testLibrary(const std::string& file, Device& d = dev()) {
   return lib;
 }
 
+// A fixture with a fresh queue and the kernels of tests/runtime/kernels/<File>.
+template <const char* File>
+class KernelFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    queue = dev().newCommandQueue();
+    lib = testLibrary(File);
+  }
+  ComputePipelinePtr pipeline(const std::string& name) { return lib->newComputePipeline(name); }
+  CommandQueuePtr queue;
+  LibraryPtr lib;
+};
+
 // Runs fn(encoder) in a fresh command buffer, commits and waits; returns it.
 template <class Fn>
 CommandBufferPtr runCompute(CommandQueue& q, Fn&& fn) {
