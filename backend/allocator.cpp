@@ -20,12 +20,13 @@ namespace {
 
 // One caching allocator per device, created on first use, kept for the process.
 CachingAllocator& cachingAllocator(c10::DeviceIndex index) {
+  // The vector is leaked with them: storages freed during exit still reach it.
   static std::mutex mutex;
-  static std::vector<CachingAllocator*> allocators;
+  static auto* allocators = new std::vector<CachingAllocator*>();
   std::lock_guard<std::mutex> lock(mutex);
-  if (allocators.empty()) allocators.resize(static_cast<size_t>(deviceCount()), nullptr);
+  if (allocators->empty()) allocators->resize(static_cast<size_t>(deviceCount()), nullptr);
   checkDeviceIndex(index);
-  auto& slot = allocators[static_cast<size_t>(index)];
+  auto& slot = (*allocators)[static_cast<size_t>(index)];
   if (!slot) slot = new CachingAllocator(runtimeDevice(index), index);
   return *slot;
 }

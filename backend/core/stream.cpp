@@ -165,14 +165,15 @@ void Stream::completed(uint64_t sequence, const std::string& error) {
 }
 
 Stream& defaultStream(int device_index) {
-  // One per device, created on first use and kept for the life of the process.
+  // One per device, created on first use and kept for the life of the process (the
+  // map too: storages freed during exit may still reach their stream).
   static std::mutex mutex;
-  static std::map<int, Stream*> streams;
+  static auto* streams = new std::map<int, Stream*>();
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = streams.find(device_index);
-  if (it != streams.end()) return *it->second;
+  auto it = streams->find(device_index);
+  if (it != streams->end()) return *it->second;
   auto* s = new Stream(rt::device(device_index), device_index, 0);
-  streams[device_index] = s;
+  (*streams)[device_index] = s;
   return *s;
 }
 

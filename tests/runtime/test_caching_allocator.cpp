@@ -14,13 +14,16 @@ constexpr size_t MiB = 1 << 20;
 
 char* ptr(CachingAllocator::Block* b) { return static_cast<char*>(CachingAllocator::pointer(b)); }
 
-// Encodes work on `s` that runs for a while and then writes into `target`'s memory.
-void slowWriteInto(Stream& s, CachingAllocator& a, CachingAllocator::Block* target) {
+// Encodes work on `s` that writes into `target`'s memory only after `gate` is
+// signalled: the test decides when the GPU work finishes, so nothing depends on timing.
+void gatedWriteInto(Stream& s, CachingAllocator& a, CachingAllocator::Block* target,
+                    const rt::EventPtr& gate) {
   rt::BufferPtr buffer;
   size_t offset = 0;
   ASSERT_TRUE(a.lookup(CachingAllocator::pointer(target), &buffer, &offset));
   auto p = s.pipelines().get(testLibrary("api_kernels.metal"), "slow_write");
-  uint32_t iters = 3000000, value = 7;
+  uint32_t iters = 1, value = 7;
+  s.encodeWait(gate, 1);
   s.encodeCompute([&](rt::ComputeEncoder& e) {
     e.setComputePipeline(p);
     e.setBuffer(buffer, offset, 0);
@@ -107,11 +110,13 @@ TEST(CachingAllocator, FreedBlockIsNotReusedWhileQueuedWorkMayUseIt) {
   CachingAllocator a(dev(), 0);
   auto* b = a.allocate(4096, s);
   char* first = ptr(b);
-  slowWriteInto(s, a, b);  // in flight for a while, writing into b
+  auto gate = dev().newEvent();
+  gatedWriteInto(s, a, b, gate);  // queued, will write into b
   a.free(b);
   EXPECT_GT(a.stats().pending_free_bytes, 0u);
   auto* other = a.allocate(4096, s);
-  EXPECT_NE(ptr(other), first) << "memory still used by a running kernel was handed out";
+  EXPECT_NE(ptr(other), first) << "memory still used by queued work was handed out";
+  gate->signal(1);
   s.synchronize();
   EXPECT_EQ(a.stats().pending_free_bytes, 0u);
   EXPECT_EQ(reinterpret_cast<uint32_t*>(first)[0], 7u);  // the kernel did write there
@@ -126,11 +131,13 @@ TEST(CachingAllocator, RecordedStreamsDelayReuseToo) {
   CachingAllocator a(dev(), 0);
   auto* b = a.allocate(4096, s1);
   char* first = ptr(b);
-  slowWriteInto(s2, a, b);
+  auto gate = dev().newEvent();
+  gatedWriteInto(s2, a, b, gate);
   a.recordStream(b, s2);
   a.free(b);  // s1 has nothing in flight; s2 does
   auto* other = a.allocate(4096, s1);
   EXPECT_NE(ptr(other), first);
+  gate->signal(1);
   s2.synchronize();
   EXPECT_EQ(a.stats().pending_free_bytes, 0u);
   a.free(other);
