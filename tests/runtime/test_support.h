@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,9 +39,12 @@ inline std::string readKernelSource(const std::string& file) {
   return ss.str();
 }
 
-// A library compiled from tests/runtime/kernels/<file>, once per process.
+// A library compiled from tests/runtime/kernels/<file>, once per process. Tests call
+// it from several threads at once, hence the lock.
 inline LibraryPtr testLibrary(const std::string& file, Device& d = dev()) {
+  static std::mutex mutex;
   static std::map<std::pair<Device*, std::string>, LibraryPtr> cache;
+  std::lock_guard<std::mutex> lock(mutex);
   auto key = std::make_pair(&d, file);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
