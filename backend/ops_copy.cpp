@@ -1,78 +1,236 @@
-// Copies between CPU and metalx and within metalx, and reading one element.
+// copy_ for metalx: every direction, layout and dtype, with PyTorch's semantics.
 //
-// Device memory is shared storage that the CPU can address, so once the device is
-// idle a copy is a memcpy. For now only the memcpy case is supported: same dtype
-// and the same dense layout on both sides (what .to("metalx"), .cpu() and the CPU
-// fallback produce for contiguous tensors).
-// TODO(metalx strided copies): casting and strided/non-dense copies (a GPU gather/
-// scatter + cast kernel for metalx<->metalx, staging for CPU<->metalx).
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/_local_scalar_dense.h>
-#include <ATen/ops/from_blob.h>
+// Device memory is shared storage the CPU can address, so the CPU side of a copy is
+// always one memcpy of a contiguous byte range; everything that depends on layout or
+// dtype (gathers, scatters, casts, the neg/conj bits) runs as kernels/copy.metal:
+//   metalx -> metalx   a blit when it is a plain byte copy, else the strided kernel;
+//   cpu -> metalx      the source's memory span is staged into device memory with one
+//                      memcpy, and the kernel scatters it into the destination;
+//   metalx -> cpu      the kernel gathers the source into a staging buffer laid out as
+//                      the destination (holding the destination's current bytes when it
+//                      has gaps), then one memcpy after the stream has finished;
+//   metalx:i -> metalx:j  through a CPU tensor.
+// Same dtype and the same dense layout on both sides skips the staging: a memcpy once
+// the device no longer uses the memory. Copies are synchronous (non_blocking is a
+// permission, not a promise); the temporaries' memory is reused only after the kernels
+// that use them have completed (the caching allocator's deferred reuse).
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <cstring>
+#include <optional>
 
+#include "allocator.h"
+#include "core/stream.h"
 #include "device.h"
+#include "kernels/strided_copy.h"
 
 namespace metalx {
 namespace {
 
+using kernels::DType;
+
 bool isMetalx(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
-// A plain byte copy is correct when both tensors lay the same elements out the same
-// way over one dense, non-overlapping block of memory.
-bool isMemcpyCompatible(const at::Tensor& src, const at::Tensor& dst) {
-  if (src.dtype() != dst.dtype() || src.sizes() != dst.sizes()) return false;
-  if (src.is_contiguous() && dst.is_contiguous()) return true;
-  return src.is_non_overlapping_and_dense() && dst.is_non_overlapping_and_dense() &&
-         src.strides() == dst.strides();
+std::optional<DType> kernelDType(c10::ScalarType t) {
+  switch (t) {
+    case at::kBool: return DType::Bool;
+    case at::kByte: return DType::UInt8;
+    case at::kChar: return DType::Int8;
+    case at::kShort: return DType::Int16;
+    case at::kInt: return DType::Int32;
+    case at::kLong: return DType::Int64;
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    case at::kFloat: return DType::Float32;
+    case at::kDouble: return DType::Float64;
+    case at::kComplexFloat: return DType::Complex64;
+    case at::kComplexDouble: return DType::Complex128;
+    default: return std::nullopt;
+  }
 }
 
-void copyBytes(const at::Tensor& src, const at::Tensor& dst) {
-  TORCH_CHECK(src.sizes() == dst.sizes(), "metalx copy: size mismatch, source ", src.sizes(),
-              " vs destination ", dst.sizes());
-  TORCH_CHECK(isMemcpyCompatible(src, dst),
-              "metalx copy from ", src.device(), " (", src.scalar_type(), ", strides ",
-              src.strides(), ") to ", dst.device(), " (", dst.scalar_type(), ", strides ",
-              dst.strides(), ") is not yet supported: only copies between tensors of the "
-              "same dtype and the same dense layout are implemented. Make both contiguous "
-              "and of one dtype first (e.g. t.contiguous().to(dtype)) on the CPU side.");
-  if (src.numel() == 0) return;
-  // The CPU side may only touch device memory when no queued work uses it.
-  if (isMetalx(src)) synchronizeDevice(src.device().index());
-  if (isMetalx(dst)) synchronizeDevice(dst.device().index());
-  std::memmove(dst.data_ptr(), src.data_ptr(), src.nbytes());
+// Elements from the lowest to the highest address a tensor touches (strides are
+// never negative in PyTorch, so the lowest is the one at data_ptr()).
+int64_t spanElements(const at::Tensor& t) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return last + 1;
+}
+
+kernels::StridedView viewOf(const at::Tensor& t, const rt::BufferPtr& buffer, size_t byte_offset) {
+  kernels::StridedView v;
+  v.buffer = buffer;
+  v.byte_offset = byte_offset;
+  v.dtype = *kernelDType(t.scalar_type());
+  v.sizes.assign(t.sizes().begin(), t.sizes().end());
+  v.strides.assign(t.strides().begin(), t.strides().end());
+  return v;
+}
+
+kernels::StridedView deviceView(const at::Tensor& t) {
+  auto [buffer, offset] = bufferFor(t.data_ptr());
+  return viewOf(t, buffer, offset);
+}
+
+// Same dtype, same sizes, and the same dense layout: the bytes can be copied as they are.
+bool sameDenseLayout(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
+         a.is_non_overlapping_and_dense() && b.is_non_overlapping_and_dense() &&
+         (a.strides() == b.strides() || (a.is_contiguous() && b.is_contiguous()));
+}
+
+// A device tensor of raw bytes covering `elements` elements of `like`'s dtype.
+at::Tensor deviceBytes(int64_t elements, const at::Tensor& like, c10::DeviceIndex device) {
+  return at::empty({elements * static_cast<int64_t>(like.element_size())},
+                   at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
+}
+
+void encodeKernelCopy(Stream& stream, const kernels::StridedView& dst, const kernels::StridedView& src,
+                      kernels::CopyFlags flags) {
+  if (auto range = kernels::denseBitCopyRange(dst, src, flags);
+      range && range->dst_offset % 4 == 0 && range->src_offset % 4 == 0 && range->bytes % 4 == 0) {
+    stream.encodeBlit([&](rt::BlitEncoder& b) {
+      b.copyBuffer(src.buffer, range->src_offset, dst.buffer, range->dst_offset, range->bytes);
+    });
+    return;
+  }
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    kernels::encodeStridedCopy(e, stream.pipelines(), dst, src, flags);
+  });
+}
+
+// metalx -> metalx on one device. Partially overlapping memory goes through a
+// temporary: a kernel must not read what it is overwriting.
+void copyOnDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags) {
+  Stream& stream = defaultStream(dst.device().index());
+  if (at::get_overlap_status(src, dst) == at::MemOverlapStatus::Partial) {
+    at::Tensor temp = at::empty(src.sizes(), src.options());
+    copyOnDevice(src, temp, {});
+    copyOnDevice(temp, dst, flags);
+    return;
+  }
+  encodeKernelCopy(stream, deviceView(dst), deviceView(src), flags);
+}
+
+void cpuToDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags) {
+  const c10::DeviceIndex device = dst.device().index();
+  Stream& stream = defaultStream(device);
+  if (!flags.negate && !flags.conjugate && sameDenseLayout(src, dst)) {
+    stream.synchronize();  // queued kernels may still read or write dst
+    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    return;
+  }
+  // Stage the source's whole memory span (it may have gaps or repeat elements), then
+  // let the kernel apply its strides on the device.
+  const int64_t span = spanElements(src);
+  at::Tensor staged = deviceBytes(span, src, device);
+  std::memcpy(staged.data_ptr(), src.data_ptr(), span * src.element_size());
+  auto [buffer, offset] = bufferFor(staged.data_ptr());
+  encodeKernelCopy(stream, deviceView(dst), viewOf(src, buffer, offset), flags);
+  stream.synchronize();  // synchronous copies: the data is in place on return
+}
+
+void deviceToCpu(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags) {
+  const c10::DeviceIndex device = src.device().index();
+  Stream& stream = defaultStream(device);
+  if (!flags.negate && !flags.conjugate && sameDenseLayout(src, dst)) {
+    stream.synchronize();  // queued kernels may still write src
+    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    return;
+  }
+  // Gather into device memory laid out exactly as dst's span, then copy the span out.
+  const int64_t span = spanElements(dst);
+  const size_t span_bytes = span * dst.element_size();
+  at::Tensor staged = deviceBytes(span, dst, device);
+  if (!dst.is_non_overlapping_and_dense())  // keep the bytes between dst's elements
+    std::memcpy(staged.data_ptr(), dst.data_ptr(), span_bytes);
+  auto [buffer, offset] = bufferFor(staged.data_ptr());
+  encodeKernelCopy(stream, viewOf(dst, buffer, offset), deviceView(src), flags);
+  stream.synchronize();
+  std::memcpy(dst.data_ptr(), staged.data_ptr(), span_bytes);
+}
+
+// dtypes without a copy kernel (uint16/32/64, complex32, float8, quantized): the CPU
+// converts, reading and writing device memory in place once the device is idle.
+void copyOnCpuInPlace(const at::Tensor& src, const at::Tensor& dst) {
+  auto alias = [](const at::Tensor& t) {
+    if (!isMetalx(t)) return t;
+    synchronizeDevice(t.device().index());
+    return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  };
+  at::Tensor s = alias(src), d = alias(dst);
+  d.copy_(s);
+}
+
+void copyImpl(const at::Tensor& self, const at::Tensor& dst) {
+  TORCH_CHECK(isMetalx(self) || isMetalx(dst), "metalx copy called without a metalx tensor");
+  if (dst.numel() == 0) return;
+  at::assert_no_internal_overlap(dst);
+  const at::Tensor src = self.expand(dst.sizes());
+  if (!kernelDType(src.scalar_type()) || !kernelDType(dst.scalar_type())) {
+    copyOnCpuInPlace(src, dst);
+    return;
+  }
+  // The bits a view carries are resolved here: the destination's memory must hold the
+  // values that, read through its own bits, equal the source's values.
+  kernels::CopyFlags flags;
+  flags.negate = src.is_neg() != dst.is_neg();
+  flags.conjugate = src.is_conj() != dst.is_conj();
+  if (isMetalx(src) && isMetalx(dst)) {
+    if (src.device() == dst.device()) {
+      copyOnDevice(src, dst, flags);
+    } else {
+      at::Tensor host = at::empty(dst.sizes(), dst.options().device(at::kCPU));
+      deviceToCpu(src, host, flags);
+      cpuToDevice(host, dst, {});
+    }
+  } else if (isMetalx(dst)) {
+    cpuToDevice(src, dst, flags);
+  } else {
+    deviceToCpu(src, dst, flags);
+  }
 }
 
 // Schema: _copy_from(Tensor self, Tensor dst, bool non_blocking) copies self into dst.
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  // Synchronous for now: non_blocking only promises the copy may be asynchronous.
-  copyBytes(self, dst);
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  copyImpl(self, dst);
   return dst;
 }
 
-at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   at::native::resize_output(dst, self.sizes());
-  copyBytes(self, dst);
+  copyImpl(self, dst);
   return dst;
 }
 
 // .item(): read the one element in place through a CPU tensor aliasing it.
-c10::Scalar local_scalar_dense(const at::Tensor& self) {
-  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
-              " elements cannot be converted to Scalar");
+c10::Scalar localScalarDense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   synchronizeDevice(self.device().index());
-  const at::Tensor alias = at::from_blob(self.data_ptr(), {1},
-                                         self.options().device(c10::DeviceType::CPU));
+  const at::Tensor alias = at::from_blob(self.data_ptr(), {1}, self.options().device(c10::DeviceType::CPU));
   return at::_local_scalar_dense(alias);
 }
 
+// copyImpl resolves the neg and conj bits itself, in the kernel. Without these, torch's
+// Negative/Conjugate fallbacks would materialise the view first with clone(), whose
+// copy_ calls _copy_from on the same view again: endless recursion. (_copy_from is only
+// reached for out-of-tree devices, so this changes nothing for CPU tensors.)
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_copy_from", TORCH_FN(copy_from));
-  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
-  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("_copy_from", TORCH_FN(copyFrom));
+  m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
+  m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
 }
 
 }  // namespace

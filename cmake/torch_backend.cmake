@@ -66,7 +66,7 @@ target_include_directories(metalx_torch_extension PRIVATE ${CMAKE_SOURCE_DIR}/ba
 target_compile_definitions(metalx_torch_extension PRIVATE
   METALX_BUILT_FOR_TORCH="${METALX_TORCH_VERSION}")
 target_link_libraries(metalx_torch_extension PRIVATE
-  metalx_core metalx_runtime ${TORCH_LIBRARIES} metalx::torch_python)
+  metalx_kernels_host metalx_core metalx_runtime ${TORCH_LIBRARIES} metalx::torch_python)
 if(NOT APPLE)
   target_link_options(metalx_torch_extension PRIVATE "LINKER:--exclude-libs,ALL")
 endif()

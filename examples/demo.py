@@ -48,7 +48,7 @@ def train(device, steps, x, y, log_every=0):
         if log_every and (step % log_every == 0 or step == 1):
             print(f"  step {step:4d}/{steps}  loss {losses[-1]:.4f}", flush=True)
     with torch.no_grad():
-        accuracy = (model(x).argmax(1) == y).sum().item() / len(y)
+        accuracy = (model(x).argmax(1) == y).float().mean().item()
     return losses, accuracy
 
 

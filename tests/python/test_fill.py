@@ -58,7 +58,6 @@ def test_offset_view_fills_only_its_elements():
     assert torch.equal(base.cpu(), expected)
 
 
-@pytest.mark.xfail(strict=True, reason="the CPU fallback needs strided copies, not wired yet (issue 3)")
 def test_non_dense_view_falls_back_and_is_correct():
     base = torch.zeros(4, 6, dtype=torch.float64, device="metalx")
     torch.metalx.reset_fallback_stats()
