@@ -1,19 +1,190 @@
-// Every aten op metalx does not implement runs on the CPU: its metalx arguments are
-// copied to the CPU, the CPU kernel runs, and results are copied back.
+// Every aten op metalx has no kernel for runs on the CPU, without copying its inputs.
 //
-// Correct but slow, and only as capable as the copies (contiguous, same dtype).
-// Every use is counted and governed by METALX_FALLBACK (fallback_report.h).
-#include <ATen/native/CPUFallback.h>
+// Device memory is shared (unified) storage the CPU can address. So once the device
+// has finished the work queued on it, each metalx tensor argument is handed to the CPU
+// kernel as a CPU tensor aliasing the same memory (same storage bytes, offset, sizes,
+// strides, neg/conj bits):
+//   - in-place ops and out= arguments write straight into device memory; if the CPU
+//     kernel resizes an out= argument beyond its memory, the alias moves to CPU memory
+//     and the result is copied back into the (resized) metalx tensor;
+//   - a result that is a view of an input becomes the same view of the metalx input;
+//     an in-place op returns the very metalx tensor it was given;
+//   - other results are new tensors and move to the device.
+// Mixing devices is rejected as CPU/CUDA reject it (0-dim CPU tensors are scalars and
+// allowed; indexing ops accept CPU indices). Every use is counted and governed by
+// METALX_FALLBACK (fallback_report.h).
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device.h"
 #include "fallback_report.h"
 
 namespace metalx {
 namespace {
 
+bool isMetalx(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// Ops whose CUDA kernels accept CPU index tensors beside device tensors.
+bool acceptsCpuIndices(const c10::OperatorName& op) {
+  return op.name == "aten::index" || op.name == "aten::index_put_" || op.name == "aten::index_put" ||
+         op.name == "aten::_index_put_impl_";
+}
+
+// Calls fn(tensor) for every tensor inside an argument (tensor, list, optional list).
+template <class Fn>
+void forEachTensor(const c10::IValue& v, Fn&& fn) {
+  if (v.isTensor()) {
+    fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) fn(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor()) fn(e.toTensor());
+  }
+}
+
+// The metalx device the op runs for, checking that tensors do not mix devices.
+std::optional<c10::Device> deviceOfArguments(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  std::optional<c10::Device> device;
+  std::optional<c10::Device> cpu_tensor;
+  for (const c10::IValue& arg : args) {
+    forEachTensor(arg, [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      if (isMetalx(t)) {
+        TORCH_CHECK(!device || *device == t.device(),
+                    "Expected all tensors to be on the same device, but found at least two devices, ",
+                    *device, " and ", t.device(), "! (in ", op.operator_name().name, ")");
+        device = t.device();
+      } else if (t.dim() > 0 && !acceptsCpuIndices(op.operator_name())) {
+        cpu_tensor = t.device();
+      }
+    });
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1 && !device)
+      device = arg.toDevice();
+  }
+  TORCH_CHECK(!device || !cpu_tensor, "Expected all tensors to be on the same device, but found at least two devices, ",
+              *device, " and cpu! (in ", op.operator_name().name, ")");
+  if (device && device->index() < 0) device = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
+  return device;
+}
+
+// A CPU tensor over the same memory as a metalx tensor. Its storage is resizable with
+// the CPU allocator, so a CPU kernel that must grow an out= argument can (the result
+// then goes back by copy).
+at::Tensor cpuAlias(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  c10::Storage alias_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                             c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)),
+                             c10::GetCPUAllocator(), /*resizable=*/true);
+  at::Tensor alias = at::empty({0}, t.options().device(c10::DeviceType::CPU));
+  alias.set_(alias_storage, t.storage_offset(), t.sizes(), t.strides());
+  alias._set_neg(t.is_neg());
+  alias._set_conj(t.is_conj());
+  return alias;
+}
+
+struct Aliased {
+  at::Tensor original;  // the metalx tensor
+  at::Tensor alias;     // the CPU tensor given to the kernel
+};
+
+c10::IValue toCpu(const c10::IValue& v, std::vector<Aliased>& aliased) {
+  auto convert = [&](const at::Tensor& t) -> at::Tensor {
+    if (!isMetalx(t)) return t;
+    for (const Aliased& a : aliased)
+      if (a.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a.alias;
+    at::Tensor alias = cpuAlias(t);
+    aliased.push_back({t, alias});
+    return alias;
+  };
+  if (v.isTensor()) return convert(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(convert(t));
+    return c10::IValue(out);
+  }
+  if (v.isList() && v.toList().elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(convert(e.toTensor())) : std::nullopt);
+    return c10::IValue(out);
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1)
+    return c10::IValue(c10::Device(c10::DeviceType::CPU));
+  return v;
+}
+
+// After the kernel: an alias the CPU kernel reshaped or moved (out= resized beyond its
+// memory) is carried back to its metalx tensor.
+void writeBack(const Aliased& a) {
+  const at::Tensor& o = a.original;
+  const at::Tensor& c = a.alias;
+  const bool same_memory = c.storage().data() == o.storage().data();
+  if (same_memory && c.sizes() == o.sizes() && c.strides() == o.strides() &&
+      c.storage_offset() == o.storage_offset())
+    return;
+  if (same_memory) {
+    at::Tensor(o).set_(o.storage(), c.storage_offset(), c.sizes(), c.strides());
+  } else {
+    at::Tensor(o).resize_(c.sizes());
+    at::Tensor(o).copy_(c);
+  }
+}
+
+// A returned CPU tensor as a metalx tensor: the input itself, a view of an input, or a
+// new tensor moved to `device`.
+at::Tensor fromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10::Device device) {
+  if (!r.defined() || isMetalx(r)) return r;
+  for (const Aliased& a : aliased)
+    if (a.alias.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return a.original;
+  for (const Aliased& a : aliased)
+    if (r.storage().data() != nullptr && r.storage().data() == a.alias.storage().data() &&
+        a.alias.storage().data() == a.original.storage().data()) {
+      at::Tensor view = at::empty({0}, a.original.options());
+      view.set_(a.original.storage(), r.storage_offset(), r.sizes(), r.strides());
+      view._set_neg(r.is_neg());
+      view._set_conj(r.is_conj());
+      return view;
+    }
+  return r.to(device);
+}
+
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   reportFallback(op.operator_name());
-  at::native::cpu_fallback(op, stack);
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  const size_t first = stack->size() - num_args;
+
+  std::optional<c10::Device> device =
+      deviceOfArguments(op, c10::ArrayRef<c10::IValue>(stack->data() + first, num_args));
+  // The CPU reads and writes device memory directly: queued kernels must be done.
+  if (device) synchronizeDevice(device->index());
+
+  std::vector<Aliased> aliased;
+  for (size_t i = first; i < stack->size(); ++i) (*stack)[i] = toCpu((*stack)[i], aliased);
+  op.callBoxed(stack);
+  for (const Aliased& a : aliased) writeBack(a);
+
+  if (!device) return;  // nothing on metalx went in (e.g. only CPU scalars): results stay
+  const size_t num_returns = schema.returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = fromCpu(v.toTensor(), aliased, *device);
+    } else if (v.isTensorList()) {
+      std::vector<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorVector()) out.push_back(fromCpu(t, aliased, *device));
+      v = c10::IValue(out);
+    }
+  }
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -1,0 +1,118 @@
+"""The CPU fallback runs ops without metalx kernels on the CPU over the same memory:
+in-place and out= results land in device memory, views stay views of their metalx
+input, new results move to the device, and mixing devices fails as it does on CUDA."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+
+def test_in_place_op_returns_the_same_tensor_and_writes_device_memory():
+    x = torch.arange(8.0, device="metalx")
+    ptr = x.data_ptr()
+    torch.metalx.reset_fallback_stats()
+    y = x.mul_(3)
+    assert y is x and x.data_ptr() == ptr
+    assert torch.equal(x.cpu(), torch.arange(8.0) * 3)
+    assert torch.metalx.fallback_stats()  # it did go through the fallback
+
+
+def test_in_place_op_on_a_strided_view_touches_only_its_elements():
+    base = torch.arange(24.0).reshape(4, 6)
+    dev = base.to("metalx")
+    dev[:, ::2].add_(100)
+    base[:, ::2].add_(100)
+    assert torch.equal(dev.cpu(), base)
+
+
+def test_out_argument_of_the_right_size_is_written_in_place():
+    a, b = torch.randn(5, 3), torch.randn(5, 3)
+    out = torch.empty(5, 3, device="metalx")
+    ptr = out.data_ptr()
+    torch.add(a.to("metalx"), b.to("metalx"), out=out)
+    assert out.data_ptr() == ptr
+    torch.testing.assert_close(out.cpu(), a + b)
+
+
+def test_out_argument_that_must_grow_is_resized_like_on_cpu():
+    a = torch.randn(4, 5)
+    out = torch.empty(0, device="metalx")
+    torch.mul(a.to("metalx"), 2, out=out)
+    assert out.shape == (4, 5)
+    torch.testing.assert_close(out.cpu(), a * 2)
+
+
+def test_view_results_are_views_of_the_metalx_input():
+    x = torch.arange(12.0).reshape(3, 4).to("metalx")
+    torch.metalx.reset_fallback_stats()
+    w = x.unfold(1, 2, 1)  # no metalx kernel: runs through the fallback
+    assert torch.metalx.fallback_stats() == {"aten::unfold": 1}
+    assert w.is_metalx and w.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    x[0, 0] = 42.0
+    assert w[0, 0, 0].item() == 42.0  # shares memory with x
+    torch.testing.assert_close(w.cpu(), x.cpu().unfold(1, 2, 1))
+
+
+def test_multiple_results_and_tensor_list_inputs():
+    a = torch.randn(4, 6)
+    values, indices = torch.max(a.to("metalx"), dim=1)
+    assert values.is_metalx and indices.is_metalx
+    ref_v, ref_i = torch.max(a, dim=1)
+    torch.testing.assert_close(values.cpu(), ref_v)
+    assert torch.equal(indices.cpu(), ref_i)
+    cat = torch.cat([a.to("metalx"), a.to("metalx") * 2])
+    torch.testing.assert_close(cat.cpu(), torch.cat([a, a * 2]))
+
+
+def test_float64_and_complex_compute_through_the_fallback():
+    x = torch.randn(100, dtype=torch.float64)
+    torch.testing.assert_close((x.to("metalx") * 2).sum().cpu(), (x * 2).sum())
+    z = torch.randn(10, dtype=torch.complex128)
+    torch.testing.assert_close((z.to("metalx").conj() * z.to("metalx")).cpu(), z.conj() * z)
+
+
+def test_results_of_queued_kernels_are_visible_to_the_fallback():
+    x = torch.empty(1 << 16, device="metalx")
+    x.fill_(2.0)  # a queued kernel
+    assert x.sum().item() == 2.0 * (1 << 16)
+
+
+def test_random_ops_follow_the_manual_seed():
+    torch.manual_seed(7)
+    a = torch.randn(16, device="metalx")
+    torch.manual_seed(7)
+    b = torch.randn(16, device="metalx")
+    assert torch.equal(a.cpu(), b.cpu())
+
+
+def test_mixing_metalx_and_cpu_tensors_is_rejected_like_cuda():
+    x = torch.ones(3, device="metalx")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.add(x, torch.ones(3))
+    # A 0-dim CPU tensor is a scalar, as on CUDA.
+    torch.testing.assert_close(torch.add(x, torch.tensor(2.0)).cpu(), torch.full((3,), 3.0))
+    # Indexing accepts CPU indices, as on CUDA.
+    y = torch.arange(5.0, device="metalx")
+    assert torch.equal(y[torch.tensor([0, 3])].cpu(), torch.tensor([0.0, 3.0]))
+
+
+def test_two_metalx_devices_in_one_op_are_rejected():
+    code = textwrap.dedent("""
+        import torch
+        a = torch.ones(2, device="metalx:0")
+        b = torch.ones(2, device="metalx:1")
+        try:
+            torch.add(a, b)
+        except RuntimeError as e:
+            print("raised:", e)
+        print("b still usable:", (b * 2).cpu().tolist())
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, METALSIM_DEVICE_COUNT="2"))
+    assert result.returncode == 0, result.stderr
+    assert "found at least two devices, metalx:0 and metalx:1" in result.stdout
+    assert "b still usable: [2.0, 2.0]" in result.stdout
