@@ -45,6 +45,8 @@ void releaseAllocation(void* context) {
 
 void releaseNothing(void*) {}
 
+}  // namespace
+
 c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device device(c10::DeviceType::PrivateUse1, index);
   // Metal has no empty buffers; an empty storage needs no memory at all.
@@ -59,6 +61,8 @@ c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes) {
   return c10::DataPtr(CachingAllocator::pointer(block), new Allocation{&allocator, block},
                       &releaseAllocation, device);
 }
+
+namespace {
 
 void fillStat(c10::CachingDeviceAllocator::StatArray& array, uint64_t current, uint64_t peak) {
   // Only the aggregate entry: metalx does not split statistics by pool.

@@ -23,6 +23,9 @@ namespace metalx {
 // The allocator registered for the metalx device type (REGISTER_ALLOCATOR).
 c10::Allocator* deviceAllocator();
 
+// `nbytes` of device memory on device `index`, as tensors get it.
+c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes);
+
 // The live buffer containing `ptr` and the byte offset of `ptr` inside it. `ptr` may
 // also point one past the end of a buffer (an empty view at its end). Throws a
 // c10::Error if no live metalx allocation contains `ptr`.

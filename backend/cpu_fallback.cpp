@@ -9,7 +9,9 @@
 //     and the result is copied back into the (resized) metalx tensor;
 //   - a result that is a view of an input becomes the same view of the metalx input;
 //     an in-place op returns the very metalx tensor it was given;
-//   - other results are new tensors and move to the device.
+//   - other results are new tensors: the CPU kernel allocated them in device memory
+//     (fallback_memory.h), so they become metalx tensors in place; only memory that
+//     is not (allocated on another thread, shared) is copied to the device.
 // Mixing devices is rejected as CPU/CUDA reject it (0-dim CPU tensors are scalars and
 // allowed; indexing ops accept CPU indices). Every use is counted and governed by
 // METALX_FALLBACK (fallback_report.h).
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "device.h"
+#include "fallback_memory.h"
 #include "fallback_report.h"
 
 namespace metalx {
@@ -154,6 +157,8 @@ at::Tensor fromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10
       view._set_conj(r.is_conj());
       return view;
     }
+  if (auto adopted = adoptAsDeviceTensor(r); adopted && adopted->device() == device) return *adopted;
+  countFallbackResultCopy();
   return r.to(device);
 }
 
@@ -170,7 +175,13 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::vector<Aliased> aliased;
   for (size_t i = first; i < stack->size(); ++i) (*stack)[i] = toCpu((*stack)[i], aliased);
-  op.callBoxed(stack);
+  {
+    // New results (and the kernel's scratch memory) come from the device, so they need
+    // no copy afterwards. Not when no metalx tensor is involved.
+    std::optional<FallbackOutputScope> in_device_memory;
+    if (device) in_device_memory.emplace(device->index());
+    op.callBoxed(stack);
+  }
   for (const Aliased& a : aliased) writeBack(a);
 
   if (!device) return;  // nothing on metalx went in (e.g. only CPU scalars): results stay
@@ -188,6 +199,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  installFallbackCpuAllocator();
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

@@ -32,6 +32,8 @@ std::set<std::string>& warned() {
   return w;
 }
 
+std::atomic<int64_t> result_copies{0};
+
 std::string fullName(const c10::OperatorName& op) {
   return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
 }
@@ -71,6 +73,10 @@ std::map<std::string, int64_t> fallbackCounts() {
 void resetFallbackCounts() {
   std::lock_guard<std::mutex> lock(mutex());
   counts().clear();
+  result_copies = 0;
 }
+
+void countFallbackResultCopy() { ++result_copies; }
+int64_t fallbackResultCopies() { return result_copies.load(); }
 
 }  // namespace metalx

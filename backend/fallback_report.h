@@ -24,6 +24,11 @@ FallbackMode parseFallbackMode(const std::string& text);  // throws c10::Error i
 // raises as the mode says.
 void reportFallback(const c10::OperatorName& op);
 
+// Results the fallback had to copy to the device (memory a CPU kernel allocated
+// outside device memory), since the last reset: ideally 0.
+void countFallbackResultCopy();
+int64_t fallbackResultCopies();
+
 // {"aten::add.Tensor": 3, ...} since the last reset.
 std::map<std::string, int64_t> fallbackCounts();
 void resetFallbackCounts();

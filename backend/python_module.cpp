@@ -113,6 +113,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_empty_cache", [] { translated([] { emptyAllocatorCache(); }); });
   m.def("_fallback_counts", [] { return fallbackCounts(); });
   m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
+  m.def("_fallback_result_copies", [] { return fallbackResultCopies(); });
   m.def("_set_fallback_mode", [](const std::string& mode) {
     translated([&] { setFallbackMode(parseFallbackMode(mode)); });
   });

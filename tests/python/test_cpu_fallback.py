@@ -116,3 +116,21 @@ def test_two_metalx_devices_in_one_op_are_rejected():
     assert result.returncode == 0, result.stderr
     assert "found at least two devices, metalx:0 and metalx:1" in result.stdout
     assert "b still usable: [2.0, 2.0]" in result.stdout
+
+
+def test_new_results_need_no_copy_to_the_device():
+    from metalx import _C
+
+    a = torch.randn(1000, device="metalx")
+    torch.metalx.reset_fallback_stats()
+    s = a.sin()
+    m = torch.max(a.reshape(10, 100), dim=1)
+    c = torch.cat([a, a])
+    assert torch.metalx.fallback_stats()  # these ran through the fallback
+    assert _C._fallback_result_copies() == 0  # and their results were born in device memory
+    torch.testing.assert_close(s.cpu(), a.cpu().sin())
+    torch.testing.assert_close(m.values.cpu(), a.cpu().reshape(10, 100).max(1).values)
+    assert c.shape == (2000,)
+    s.resize_(5000)  # adopted results are ordinary, resizable metalx tensors
+    assert s.shape == (5000,)
+

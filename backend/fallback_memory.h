@@ -1,0 +1,35 @@
+// Memory for the CPU kernels the fallback runs: device memory, so that their results
+// become metalx tensors without a copy.
+//
+// metalx wraps the process's CPU allocator once, at load. Outside the fallback it
+// passes every call through untouched. While a thread runs a CPU kernel for the
+// fallback (FallbackOutputScope), that thread's CPU allocations come from the metalx
+// device (shared storage the CPU can address); a result tensor whose memory came from
+// there is then adopted as a metalx tensor in place. Allocations made on other threads
+// (a kernel's parallel workers) stay ordinary CPU memory.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace metalx {
+
+void installFallbackCpuAllocator();
+
+class FallbackOutputScope {
+ public:
+  explicit FallbackOutputScope(c10::DeviceIndex device);
+  ~FallbackOutputScope();
+  FallbackOutputScope(const FallbackOutputScope&) = delete;
+  FallbackOutputScope& operator=(const FallbackOutputScope&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+// `cpu` as a metalx tensor over the same memory, if that memory is device memory
+// allocated for the fallback and `cpu` owns it alone; nullopt otherwise.
+std::optional<at::Tensor> adoptAsDeviceTensor(const at::Tensor& cpu);
+
+}  // namespace metalx
