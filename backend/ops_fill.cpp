@@ -6,10 +6,12 @@
 // device. Tensors whose elements are not one dense range (gaps, overlaps) and 16-byte
 // dtypes run on the CPU through the fallback until the strided kernels cover them.
 #include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
 #include <cstring>
+#include <mutex>
 
 #include "allocator.h"
 #include "core/stream.h"
@@ -28,6 +30,40 @@ const char* fillKernelFor(size_t element_size) {
   }
 }
 
+// The value as the tensor's dtype, in bytes (little-endian, low bytes used), with
+// CPU torch's conversion: the checked conversion its fill_ kernel uses, and for a
+// single element the unchecked one CPU's scalar path uses (CPU fills one element
+// with inf where two raise an overflow error).
+uint64_t valueBits(const at::Tensor& self, const at::Scalar& value) {
+  uint64_t pattern = 0;
+  if (self.numel() == 1) {
+    at::Tensor one = at::empty({1}, self.options().device(at::kCPU)).fill_(value);
+    std::memcpy(&pattern, one.data_ptr(), self.element_size());
+    return pattern;
+  }
+  AT_DISPATCH_V2(self.scalar_type(), "metalx_fill", AT_WRAP([&] {
+    const scalar_t v = value.to<scalar_t>();
+    if constexpr (sizeof(v) <= sizeof(pattern)) std::memcpy(&pattern, &v, sizeof(v));  // 16-byte dtypes never get here
+  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return pattern;
+}
+
+// The fill pipelines of a stream's device, looked up once: a fill is the most frequent
+// small op, and its per-call cost is what a user's loop of small ops pays.
+const rt::ComputePipelinePtr& fillPipeline(Stream& stream, size_t element_size) {
+  struct Pipelines {
+    std::once_flag once;
+    rt::ComputePipelinePtr by_size[9];
+  };
+  static Pipelines per_device[64];
+  TORCH_CHECK(stream.deviceIndex() < 64, "metalx supports at most 64 devices");
+  Pipelines& p = per_device[stream.deviceIndex()];
+  std::call_once(p.once, [&] {
+    for (size_t size : {1, 2, 4, 8}) p.by_size[size] = stream.pipelines().builtin(fillKernelFor(size));
+  });
+  return p.by_size[element_size];
+}
+
 void fallbackFill(at::Tensor& self, const at::Scalar& value) {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill_", "Scalar");
   reportFallback(op.operator_name());
@@ -42,19 +78,14 @@ at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
     fallbackFill(self, value);
     return self;
   }
-  // The value as the tensor's dtype, in bytes, converted by CPU torch's own fill_: the
-  // rounding, wrapping and overflow errors are exactly CPU's. (CPU checks overflow only
-  // for tensors of two or more elements, hence min(numel, 2).)
-  at::Tensor bits = at::empty({std::min<int64_t>(self.numel(), 2)}, self.options().device(at::kCPU)).fill_(value);
-  uint64_t pattern = 0;
-  std::memcpy(&pattern, bits.data_ptr(), self.element_size());
+  const uint64_t pattern = valueBits(self, value);
 
   // A dense tensor's elements are one range starting at its lowest address: with
   // non-negative strides, that is the element at data_ptr().
   auto [buffer, offset] = bufferFor(self.data_ptr());
   const uint64_t count = static_cast<uint64_t>(self.numel());
   Stream& stream = defaultStream(self.device().index());
-  auto pipeline = stream.pipelines().builtin(kernel);
+  const rt::ComputePipelinePtr& pipeline = fillPipeline(stream, self.element_size());
   // Enough threads to fill the machine, each striding over the rest.
   const uint64_t threads = std::min<uint64_t>(count, 256ull * 4096);
   stream.encodeCompute([&](rt::ComputeEncoder& e) {

@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_system.sh
 build=build/runtime
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETALX_BUILD_TORCH=OFF -DMETALX_BUILD_BENCH=ON >/dev/null
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETALX_BUILD_TORCH=OFF -DMETALX_BUILD_BENCH=ON -DMETALX_BUILD_TESTS=ON >/dev/null
 cmake --build "$build" --target metalx_runtime_bench
 "$build/bench/metalx_runtime_bench" "bench/results/runtime-sim-$(uname -s | tr A-Z a-z)-$(uname -m).json"
+# The device against CPU torch (needs metalx installed: scripts/install_dev.sh).
+python3 bench/torch_bench.py --out "bench/results/torch-sim-$(uname -s | tr A-Z a-z)-$(uname -m).json"
