@@ -385,3 +385,25 @@ TEST(PipelineCache, ClearEmptiesBothCaches) {
 
 }  // namespace
 }  // namespace metalx::rt::testing
+
+namespace metalx::rt::testing {
+namespace {
+
+TEST(PipelineReflection, ArgumentsListTheKernelsBufferAndThreadgroupBindings) {
+  auto lib = testLibrary("execution.metal");
+  auto reverse = lib->newComputePipeline("reverse_in_group");
+  const auto& args = reverse->arguments();
+  ASSERT_EQ(args.size(), 3u);  // positions like [[thread_position_in_grid]] are not arguments
+  EXPECT_EQ(args[0].kind, KernelArgument::Kind::Buffer);
+  EXPECT_EQ(args[0].index, 0u);
+  EXPECT_EQ(args[0].name, "in");
+  EXPECT_EQ(args[1].index, 1u);
+  EXPECT_EQ(args[1].name, "out");
+  EXPECT_EQ(args[2].kind, KernelArgument::Kind::Threadgroup);
+  EXPECT_EQ(args[2].name, "shared");
+  auto fill = dev().builtinLibrary()->newComputePipeline("fill_dense_float");
+  EXPECT_EQ(fill->arguments().size(), 3u);
+}
+
+}  // namespace
+}  // namespace metalx::rt::testing

@@ -1,6 +1,8 @@
 // Simulated MTLLibrary and MTLComputePipelineState (see library.h).
 #include "library.h"
 
+#include <algorithm>
+
 #include "device.h"
 #include "metalx/runtime/error.h"
 
@@ -14,6 +16,15 @@ SimPipeline::SimPipeline(SimDevice& device, std::shared_ptr<const KernelSet> ker
   // Kernels that synchronise keep every simulated thread of a group alive at once
   // (a fiber each); the device limit applies, or the kernel's own declared bound.
   max_threads_ = info->max_total_threads ? info->max_total_threads : 1024;
+  for (uint32_t i = 0; i < info->param_count; ++i) {
+    const kabi::Param& p = info->params[i];
+    if (p.bind == kabi::Bind::Buffer || p.bind == kabi::Bind::Threadgroup)
+      arguments_.push_back({p.bind == kabi::Bind::Buffer ? metalx::rt::KernelArgument::Kind::Buffer
+                                                         : metalx::rt::KernelArgument::Kind::Threadgroup,
+                            p.index, p.name});
+  }
+  std::sort(arguments_.begin(), arguments_.end(),
+            [](const auto& a, const auto& b) { return std::make_pair(a.kind, a.index) < std::make_pair(b.kind, b.index); });
 }
 
 uint64_t SimPipeline::staticThreadgroupMemoryLength() const {

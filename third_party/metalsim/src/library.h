@@ -22,6 +22,7 @@ class SimPipeline final : public metalx::rt::ComputePipeline {
   // compiler can size; the simulator learns the length the first time the kernel runs
   // (that run fails with a clear message if it is too much) and reports it from then on.
   uint64_t staticThreadgroupMemoryLength() const override;
+  const std::vector<metalx::rt::KernelArgument>& arguments() const override { return arguments_; }
   const kabi::KernelInfo& kernel() const { return *info_; }
   SimDevice& device() const { return device_; }
   const KernelSet& kernels() const { return *kernels_; }
@@ -32,6 +33,7 @@ class SimPipeline final : public metalx::rt::ComputePipeline {
   const kabi::KernelInfo* info_;
   std::string name_;
   uint64_t max_threads_;
+  std::vector<metalx::rt::KernelArgument> arguments_;
 };
 
 class SimLibrary final : public metalx::rt::Library {

@@ -13,6 +13,17 @@
 
 namespace metalx::rt {
 
+// A [[buffer(n)]] or [[threadgroup(n)]] argument a kernel declares (Metal: pipeline
+// reflection). Lets callers check a call's arguments before dispatching: bindings
+// persist across dispatches in an encoder, so a forgotten argument would otherwise
+// silently read whatever an earlier kernel bound there.
+struct KernelArgument {
+  enum class Kind { Buffer, Threadgroup };
+  Kind kind;
+  uint32_t index;
+  std::string name;
+};
+
 class ComputePipeline {
  public:
   virtual ~ComputePipeline() = default;
@@ -22,6 +33,8 @@ class ComputePipeline {
   virtual uint64_t maxTotalThreadsPerThreadgroup() const = 0;
   virtual uint32_t threadExecutionWidth() const = 0;  // the SIMD-group width
   virtual uint64_t staticThreadgroupMemoryLength() const = 0;
+  // The kernel's buffer and threadgroup arguments, by index.
+  virtual const std::vector<KernelArgument>& arguments() const = 0;
 };
 
 using ComputePipelinePtr = std::shared_ptr<ComputePipeline>;
