@@ -1,11 +1,11 @@
 // The PrivateUse1 hooks: how ATen and torch.accelerator ask metalx about devices,
 // generators and pointers.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/CPUAllocator.h>
 
 #include "allocator.h"
 #include "device.h"
 #include "generator.h"
+#include "pinned_memory.h"
 #include "metalx/runtime/driver.h"
 
 namespace metalx {
@@ -52,12 +52,12 @@ struct MetalxHooks final : at::PrivateUse1HooksInterface {
     return at::Device(c10::DeviceType::PrivateUse1, index);
   }
 
-  // TODO(metalx pinned memory): pinned host memory (page-aligned host buffers
-  // wrapped with Device::wrapHostMemory for zero-copy transfers) comes with the
-  // host allocator; until then nothing is pinned and pin_memory() gives ordinary
-  // CPU memory.
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // Pinned memory is metalx's host allocator (pinned_memory.h): page-aligned host
+  // blocks the device reads and writes in place. t.pin_memory() and
+  // torch.empty(pin_memory=True) get the allocator here; t.is_pinned() asks
+  // isPinnedPtr with the storage's pointer.
+  bool isPinnedPtr(const void* data) const override { return isPinnedPointer(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinnedAllocator(); }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
     resizeStorageBytes(*storage.unsafeGetStorageImpl(), nbytes);

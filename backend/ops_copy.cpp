@@ -11,14 +11,33 @@
 //                      has gaps), then one memcpy after the stream has finished;
 //   metalx:i -> metalx:j  through a CPU tensor.
 // Same dtype and the same dense layout on both sides skips the staging: a memcpy once
-// the device no longer uses the memory. Copies are synchronous (non_blocking is a
-// permission, not a promise); the temporaries' memory is reused only after the kernels
-// that use them have completed (the caching allocator's deferred reuse).
+// the device no longer uses the memory (waiting only if the stream has work queued).
+//
+// Pinned host memory (pinned_memory.h) is itself a device buffer, so copies to and from
+// it skip the staging too: a blit from/to the wrapped pinned buffer when the bytes can
+// be copied as they are, else the strided kernel reading/writing it in place.
+//
+// Synchronous and asynchronous copies (non_blocking), as CUDA defines them:
+// - Pageable host memory: always synchronous, whatever non_blocking says. The copy has
+//   consumed (or filled) the host memory when it returns, so nothing ever reads host
+//   memory that may be freed right after (the MPS bug: non_blocking copies reading
+//   freed host memory).
+// - Pinned host memory with non_blocking=True: encoded on the stream, committed, and
+//   returns without waiting. The pinned block is recorded as used by that command
+//   buffer and is not reused (even if its tensor is freed at once) until it completed.
+//   As with CUDA, the user synchronizes (torch.metalx.synchronize()) before the CPU
+//   reads the destination of a device -> host copy, or writes the source of a
+//   host -> device copy; device work queued later on the stream is ordered after it.
+//   t.to("cpu", non_blocking=True) allocates a pinned destination (torch's _to_copy
+//   does so for PrivateUse1), so it is asynchronous too.
+// - Device-side temporaries (staging) are freed at once; the caching allocator reuses
+//   their memory only after the kernels that use them have completed.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -26,6 +45,7 @@
 #include "core/stream.h"
 #include "device.h"
 #include "kernels/strided_copy.h"
+#include "pinned_memory.h"
 
 namespace metalx {
 namespace {
@@ -115,12 +135,57 @@ void copyOnDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFla
   encodeKernelCopy(stream, deviceView(dst), deviceView(src), flags);
 }
 
-void cpuToDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags) {
+// The CPU is about to touch device memory directly: wait for the stream only if it has
+// work queued or running (which may use that memory); an idle stream costs nothing.
+void waitForQueuedWork(Stream& stream) {
+  if (stream.completedSequence() < stream.currentSequence()) stream.synchronize();
+}
+
+// Dense, same layout: the copy is one memcpy of the bytes, done now.
+void copyBytesNow(Stream& stream, const at::Tensor& src, const at::Tensor& dst) {
+  waitForQueuedWork(stream);  // queued kernels may still read dst or write src
+  std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+}
+
+// A host tensor in pinned memory as a view of device `device`'s wrapped buffer (no
+// copy); nullopt for pageable memory.
+std::optional<kernels::StridedView> pinnedView(const at::Tensor& host, c10::DeviceIndex device) {
+  const auto address = reinterpret_cast<uintptr_t>(host.data_ptr());
+  if (address % host.element_size() != 0) return std::nullopt;  // kernels need aligned elements
+  auto range = pinnedRange(host.data_ptr(), spanElements(host) * host.element_size(), device);
+  if (!range) return std::nullopt;
+  return viewOf(host, range->buffer, range->offset);
+}
+
+// After encoding a copy that reads or writes pinned `host`: either wait for it, or
+// (non_blocking) protect the pinned block until its command buffer completes and start
+// that command buffer now, so the copy overlaps with whatever the host does next.
+void finishPinnedCopy(Stream& stream, const at::Tensor& host, bool non_blocking) {
+  if (!non_blocking) {
+    stream.synchronize();
+    return;
+  }
+  recordPinnedUse(host.data_ptr(), stream, stream.currentSequence());
+  stream.flush();
+}
+
+void cpuToDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags,
+                 bool non_blocking) {
   const c10::DeviceIndex device = dst.device().index();
   Stream& stream = defaultStream(device);
-  if (!flags.negate && !flags.conjugate && sameDenseLayout(src, dst)) {
-    stream.synchronize();  // queued kernels may still read or write dst
-    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+  const bool bytes_as_they_are = !flags.negate && !flags.conjugate && sameDenseLayout(src, dst);
+  if (bytes_as_they_are && !non_blocking) {
+    copyBytesNow(stream, src, dst);
+    return;
+  }
+  if (auto host = pinnedView(src, device)) {
+    encodeKernelCopy(stream, deviceView(dst), *host, flags);
+    finishPinnedCopy(stream, src, non_blocking);
+    return;
+  }
+  // Pageable memory: synchronous even when non_blocking (see the header).
+  if (bytes_as_they_are) {
+    copyBytesNow(stream, src, dst);
     return;
   }
   // Stage the source's whole memory span (it may have gaps or repeat elements), then
@@ -133,12 +198,23 @@ void cpuToDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlag
   stream.synchronize();  // synchronous copies: the data is in place on return
 }
 
-void deviceToCpu(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags) {
+void deviceToCpu(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags,
+                 bool non_blocking) {
   const c10::DeviceIndex device = src.device().index();
   Stream& stream = defaultStream(device);
-  if (!flags.negate && !flags.conjugate && sameDenseLayout(src, dst)) {
-    stream.synchronize();  // queued kernels may still write src
-    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+  const bool bytes_as_they_are = !flags.negate && !flags.conjugate && sameDenseLayout(src, dst);
+  if (bytes_as_they_are && !non_blocking) {
+    copyBytesNow(stream, src, dst);
+    return;
+  }
+  if (auto host = pinnedView(dst, device)) {
+    // The kernel writes dst's elements in place: the bytes between them stay as they are.
+    encodeKernelCopy(stream, *host, deviceView(src), flags);
+    finishPinnedCopy(stream, dst, non_blocking);
+    return;
+  }
+  if (bytes_as_they_are) {
+    copyBytesNow(stream, src, dst);
     return;
   }
   // Gather into device memory laid out exactly as dst's span, then copy the span out.
@@ -165,7 +241,7 @@ void copyOnCpuInPlace(const at::Tensor& src, const at::Tensor& dst) {
   d.copy_(s);
 }
 
-void copyImpl(const at::Tensor& self, const at::Tensor& dst) {
+void copyImpl(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(isMetalx(self) || isMetalx(dst), "metalx copy called without a metalx tensor");
   if (dst.numel() == 0) return;
   at::assert_no_internal_overlap(dst);
@@ -184,25 +260,25 @@ void copyImpl(const at::Tensor& self, const at::Tensor& dst) {
       copyOnDevice(src, dst, flags);
     } else {
       at::Tensor host = at::empty(dst.sizes(), dst.options().device(at::kCPU));
-      deviceToCpu(src, host, flags);
-      cpuToDevice(host, dst, {});
+      deviceToCpu(src, host, flags, false);
+      cpuToDevice(host, dst, {}, false);
     }
   } else if (isMetalx(dst)) {
-    cpuToDevice(src, dst, flags);
+    cpuToDevice(src, dst, flags, non_blocking);
   } else {
-    deviceToCpu(src, dst, flags);
+    deviceToCpu(src, dst, flags, non_blocking);
   }
 }
 
 // Schema: _copy_from(Tensor self, Tensor dst, bool non_blocking) copies self into dst.
-at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
-  copyImpl(self, dst);
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  copyImpl(self, dst, non_blocking);
   return dst;
 }
 
 at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   at::native::resize_output(dst, self.sizes());
-  copyImpl(self, dst);
+  copyImpl(self, dst, false);
   return dst;
 }
 

@@ -14,6 +14,8 @@
 #include "fallback_report.h"
 #include "device.h"
 #include "generator.h"
+#include "pinned_memory.h"
+#include "shader_library.h"
 #include "metalx/runtime/driver.h"
 
 #ifndef METALX_BUILT_FOR_TORCH
@@ -111,6 +113,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats",
         [](int64_t index) { translated([&] { resetPeakAllocatorStats(toIndex(index)); }); });
   m.def("_empty_cache", [] { translated([] { emptyAllocatorCache(); }); });
+  m.def("_host_memory_stats", [] {  // pinned host memory (pinned_memory.h)
+    using namespace py::literals;
+    PinnedStats s = pinnedStats();
+    return py::dict("allocated_bytes"_a = s.allocated_bytes, "reserved_bytes"_a = s.reserved_bytes,
+                    "pending_free_bytes"_a = s.pending_free_bytes, "active_blocks"_a = s.active_blocks,
+                    "allocations"_a = s.allocations, "cache_hits"_a = s.cache_hits,
+                    "host_allocations"_a = s.host_allocations, "wrapped_buffers"_a = s.wrapped_buffers);
+  });
   m.def("_fallback_counts", [] { return fallbackCounts(); });
   m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
   m.def("_fallback_result_copies", [] { return fallbackResultCopies(); });
@@ -126,4 +136,5 @@ PYBIND11_MODULE(_C, m) {
     return "allow";
   });
   m.def("_buffer_info", [](const at::Tensor& t) { return translated([&] { return bufferInfo(t); }); });
+  registerShaderBindings(m);
 }

@@ -24,6 +24,7 @@ from metalx.fallback import (  # noqa: F401
 )
 from metalx.memory import (  # noqa: F401
     empty_cache,
+    host_memory_stats,
     max_memory_allocated,
     max_memory_reserved,
     memory_allocated,
@@ -31,6 +32,7 @@ from metalx.memory import (  # noqa: F401
     memory_stats,
     reset_peak_memory_stats,
 )
+from metalx.shaders import compile_shader  # noqa: F401
 from metalx._lazy_init import _is_in_bad_fork, _lazy_init, is_initialized  # noqa: F401
 from metalx.random import (  # noqa: F401
     get_rng_state,

@@ -41,3 +41,15 @@ def empty_cache() -> None:
     """Releases every cached block no tensor uses back to the device."""
     _lazy_init()
     _C._empty_cache()
+
+
+def host_memory_stats() -> dict:
+    """Statistics of pinned host memory (pin_memory=True, Tensor.pin_memory()).
+
+    allocated_bytes: held by pinned tensors; reserved_bytes: all pinned memory metalx
+    holds (allocated, cached for reuse, and pending); pending_free_bytes: freed by
+    tensors but still used by queued non_blocking copies, so not yet reusable.
+    torch.accelerator.empty_host_cache() gives cached pinned memory back to the system
+    (torch makes it a no-op until a metalx tensor has been created from Python).
+    """
+    return dict(_C._host_memory_stats())
