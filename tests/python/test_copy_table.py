@@ -140,3 +140,20 @@ def test_copy_after_queued_kernels_sees_their_writes():
 def test_print_and_float64_printing():
     assert "device='metalx:0'" in repr(torch.tensor([1.5, 2.0], device="metalx"))
     assert "dtype=torch.float64" in repr(torch.tensor([1.5], dtype=torch.float64, device="metalx"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64], ids=str)
+def test_to_with_memory_formats(dtype):
+    x = torch.randn(2, 3, 4, 5).to(dtype)
+    cl = x.to("metalx", memory_format=torch.channels_last)
+    assert cl.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(cl.cpu(), x)
+    # preserve_format keeps channels_last through a dtype change; contiguous() undoes it.
+    kept = cl.to(torch.float32)
+    assert kept.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(kept.cpu(), x.float())
+    flat = cl.contiguous()
+    assert flat.is_contiguous() and torch.equal(flat.cpu(), x)
+    # and back to the CPU in either format
+    assert cl.cpu().is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(cl.to("cpu", memory_format=torch.contiguous_format), x)
