@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The project's test command: sets up a fresh machine (system packages, torch==2.13.0
 # and the Python packages the tests need), builds metalx and runs every test: the
-# runtime's C++ tests (plain and sanitized) and the Python tests of the torch backend.
+# runtime's C++ tests (plain and sanitized), a syntax check of the Apple-only driver, and
+# the Python tests of the torch backend.
 # CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_system.sh
+bash scripts/check_apple_syntax.sh   # the Metal driver (.mm) against Apple's documented API
 bash scripts/test_runtime.sh
 bash scripts/install_dev.sh
 python3 -m pytest tests/python -q

@@ -11,10 +11,9 @@ run_suite() {  # build-dir, extra cmake args...
   local build=$1
   shift
   cmake -S . -B "$build" -G Ninja -DMETALX_BUILD_TORCH=OFF -DMETALX_BUILD_TESTS=ON "${launcher[@]}" "$@" >/dev/null
-  cmake --build "$build" --target metalx_runtime_tests
+  cmake --build "$build"
   (cd "$build" && ctest --output-on-failure --timeout 300)
 }
 
 run_suite build/runtime -DCMAKE_BUILD_TYPE=Release -DMETALX_BUILD_BENCH=ON
-cmake --build build/runtime --target metalx_runtime_bench
 run_suite build/runtime-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMETALSIM_SANITIZE=ON

@@ -12,7 +12,9 @@ TEST(Device, ReportsMetalLimits) {
   EXPECT_EQ(info.max_threadgroup_memory_length, 32768u);
   EXPECT_TRUE(info.has_unified_memory);
   EXPECT_GT(info.recommended_max_working_set_size, 0u);
-  EXPECT_GE(info.max_buffer_length, info.recommended_max_working_set_size);
+  // Not max_buffer_length >= the working set: on Apple GPUs one buffer may be limited
+  // to less than the recommended working set, and metalx relies on neither order.
+  EXPECT_GT(info.max_buffer_length, 0u);
   EXPECT_FALSE(info.name.empty());
 }
 

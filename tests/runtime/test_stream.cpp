@@ -80,6 +80,10 @@ TEST(Stream, WaitForCommitsAndWaitsForOneCommandBuffer) {
 }
 
 TEST(Stream, AFailedCommandBufferIsReportedOnceAtSynchronize) {
+  // Fails a command buffer with a barrier some threads never reach: only the simulator
+  // turns that into a failure.
+  if (rt::driverName() != "sim")
+    GTEST_SKIP() << "no portable way to make a command buffer fail on " << rt::driverName();
   Stream s(dev(), 0, 5);
   auto out = dev().newBuffer(64 * sizeof(int));
   auto bad = s.pipelines().get(testLibrary("api_kernels.metal"), "partial_barrier");

@@ -80,23 +80,6 @@ kernel void simd_after_return(device int* out [[buffer(0)]],
   out[gid] = simd_sum(1);
 }
 
-// A barrier that threads which returned early never reach: hangs a GPU, an error here.
-kernel void divergent_barrier(device int* out [[buffer(0)]],
-                              uint tid [[thread_index_in_threadgroup]]) {
-  if (tid >= 16) return;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  out[tid] = 1;
-}
-
-// More threadgroup memory than the device has (32 KiB).
-kernel void too_much_threadgroup_memory(device float* out [[buffer(0)]],
-                                        uint tid [[thread_index_in_threadgroup]]) {
-  threadgroup float big[9000];
-  big[tid] = 1.0f;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  out[tid] = big[0];
-}
-
 // Dynamic threadgroup memory: reverses each group's slice through shared memory.
 kernel void reverse_in_group(device const float* in [[buffer(0)]],
                              device float* out [[buffer(1)]],

@@ -24,61 +24,30 @@ double simClockSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
 }
 
-ExclusiveUse::Scope::Scope(ExclusiveUse& u, const char* what) : use_(u) {
-  if (u.busy_.exchange(true, std::memory_order_acquire))
-    throw Error(ErrorKind::Validation,
-                std::string(what) + " is being used from two threads at once; Metal command "
-                "buffers and encoders must be encoded by one thread at a time");
-}
-
 SimCommandBuffer::SimCommandBuffer(std::shared_ptr<SimQueue> queue) : queue_(std::move(queue)) {}
 
 SimDevice& SimCommandBuffer::device() { return queue_->simDevice(); }
 
-std::string SimCommandBuffer::describe() const {
-  return label_.empty() ? std::string("command buffer") : "command buffer '" + label_ + "'";
-}
-
-void SimCommandBuffer::requireEncoding(const char* operation) const {
-  if (status_.load() != CommandBufferStatus::NotEnqueued)
-    throw Error(ErrorKind::Validation, std::string(operation) + ": " + describe() +
-                                           " was already committed; encode into a new one");
-}
-
 metalx::rt::ComputeEncoderPtr SimCommandBuffer::computeEncoder() {
   ExclusiveUse::Scope scope(use_, "a command buffer");
-  requireEncoding("computeEncoder");
-  if (open_encoder_)
-    throw Error(ErrorKind::Validation, "computeEncoder: a " + open_encoder_kind_ +
-                                           " encoder is still open on " + describe() +
-                                           "; call endEncoding() on it first");
+  rules_.beforeEncoder("computeEncoder");
   auto enc = std::make_shared<SimComputeEncoder>(shared_from_this());
-  open_encoder_ = enc.get();
-  open_encoder_kind_ = "compute";
+  rules_.opened(static_cast<SimEncoderBase*>(enc.get()), "compute");
   return enc;
 }
 
 metalx::rt::BlitEncoderPtr SimCommandBuffer::blitEncoder() {
   ExclusiveUse::Scope scope(use_, "a command buffer");
-  requireEncoding("blitEncoder");
-  if (open_encoder_)
-    throw Error(ErrorKind::Validation, "blitEncoder: a " + open_encoder_kind_ +
-                                           " encoder is still open on " + describe() +
-                                           "; call endEncoding() on it first");
+  rules_.beforeEncoder("blitEncoder");
   auto enc = std::make_shared<SimBlitEncoder>(shared_from_this());
-  open_encoder_ = enc.get();
-  open_encoder_kind_ = "blit";
+  rules_.opened(static_cast<SimEncoderBase*>(enc.get()), "blit");
   return enc;
 }
 
-void SimCommandBuffer::encoderEnded(SimEncoderBase* encoder) {
-  if (open_encoder_ == encoder) open_encoder_ = nullptr;
-}
+void SimCommandBuffer::encoderEnded(SimEncoderBase* encoder) { rules_.ended(encoder); }
 
 void SimCommandBuffer::encoderAbandoned(SimEncoderBase* encoder, const std::string& what) {
-  if (open_encoder_ != encoder) return;
-  open_encoder_ = nullptr;
-  abandoned_ = what + " was destroyed without endEncoding()";
+  rules_.abandoned(encoder, what);
 }
 
 static void checkEventDevice(SimCommandBuffer& cb, const metalx::rt::EventPtr& event,
@@ -92,47 +61,34 @@ static void checkEventDevice(SimCommandBuffer& cb, const metalx::rt::EventPtr& e
 
 void SimCommandBuffer::encodeWait(const metalx::rt::EventPtr& event, uint64_t value) {
   ExclusiveUse::Scope scope(use_, "a command buffer");
-  requireEncoding("encodeWait");
-  if (open_encoder_)
-    throw Error(ErrorKind::Validation, "encodeWait: end the open " + open_encoder_kind_ +
-                                           " encoder before encoding an event wait");
+  rules_.beforeEventCommand("encodeWait", "an event wait");
   checkEventDevice(*this, event, "encodeWait");
   commands_.push_back(WaitCommand{event, value});
 }
 
 void SimCommandBuffer::encodeSignal(const metalx::rt::EventPtr& event, uint64_t value) {
   ExclusiveUse::Scope scope(use_, "a command buffer");
-  requireEncoding("encodeSignal");
-  if (open_encoder_)
-    throw Error(ErrorKind::Validation, "encodeSignal: end the open " + open_encoder_kind_ +
-                                           " encoder before encoding an event signal");
+  rules_.beforeEventCommand("encodeSignal", "an event signal");
   checkEventDevice(*this, event, "encodeSignal");
   commands_.push_back(SignalCommand{event, value});
 }
 
 void SimCommandBuffer::addCompletedHandler(std::function<void(metalx::rt::CommandBuffer&)> handler) {
   ExclusiveUse::Scope scope(use_, "a command buffer");
-  requireEncoding("addCompletedHandler");
+  rules_.requireEncoding("addCompletedHandler");
   handlers_.push_back(std::move(handler));
 }
 
 void SimCommandBuffer::commit() {
   ExclusiveUse::Scope scope(use_, "a command buffer");
-  requireEncoding("commit");
-  if (open_encoder_)
-    throw Error(ErrorKind::Validation, "commit: the " + open_encoder_kind_ + " encoder of " +
-                                           describe() + " is still open; call endEncoding() first");
-  if (!abandoned_.empty())
-    throw Error(ErrorKind::Validation, "commit: in " + describe() + ", " + abandoned_);
+  rules_.beforeCommit();
+  rules_.committed = true;
   status_.store(CommandBufferStatus::Committed);
   queue_->submit(shared_from_this());
 }
 
 void SimCommandBuffer::waitUntilCompleted() {
-  auto s = status_.load();
-  if (s == CommandBufferStatus::NotEnqueued)
-    throw Error(ErrorKind::Validation,
-                "waitUntilCompleted: " + describe() + " was never committed, so it would never complete");
+  rules_.beforeWait(status_.load() != CommandBufferStatus::NotEnqueued);
   // Short spin first: most waits are for work that finishes within microseconds, and
   // a sleeping wait costs a futex wake-up on each side.
   auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
@@ -184,7 +140,7 @@ void SimCommandBuffer::execute() {
       else if (auto* w = std::get_if<WaitCommand>(&command)) runWait(*w);
       else if (auto* s = std::get_if<SignalCommand>(&command)) s->event->signal(s->value);
     } catch (const std::exception& e) {
-      failure = describe() + " failed: " + e.what();
+      failure = rules_.failure(e.what());
       break;  // as on Metal, the rest of a failed command buffer does not run
     }
   }

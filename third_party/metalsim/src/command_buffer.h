@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "metalx/runtime/command.h"
+#include "metalx/runtime/validation.h"
 
 namespace metalsim {
 
@@ -16,22 +17,7 @@ class SimQueue;
 class SimDevice;
 class SimEncoderBase;
 
-// Detects two threads using one command buffer or encoder at the same time, which
-// Metal does not allow and which otherwise corrupts state silently.
-class ExclusiveUse {
- public:
-  class Scope {
-   public:
-    Scope(ExclusiveUse& u, const char* what);
-    ~Scope() { use_.busy_.store(false, std::memory_order_release); }
-
-   private:
-    ExclusiveUse& use_;
-  };
-
- private:
-  std::atomic<bool> busy_{false};
-};
+using ExclusiveUse = metalx::rt::validation::ExclusiveUse;
 
 class SimCommandBuffer final : public metalx::rt::CommandBuffer,
                                public std::enable_shared_from_this<SimCommandBuffer> {
@@ -49,8 +35,8 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
   std::string error() const override;
   double gpuStartTime() const override { return gpu_start_.load(std::memory_order_acquire); }
   double gpuEndTime() const override { return gpu_end_.load(std::memory_order_acquire); }
-  void setLabel(const std::string& label) override { label_ = label; }
-  const std::string& label() const override { return label_; }
+  void setLabel(const std::string& label) override { rules_.label = label; }
+  const std::string& label() const override { return rules_.label; }
 
   // For encoders.
   SimDevice& device();
@@ -58,22 +44,18 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
   void encoderEnded(SimEncoderBase* encoder);
   void encoderAbandoned(SimEncoderBase* encoder, const std::string& what);
   // "command buffer 'label'" for messages.
-  std::string describe() const;
+  std::string describe() const { return rules_.describe(); }
 
   // For the queue worker.
   void execute();
 
  private:
-  void requireEncoding(const char* operation) const;
   void finish(metalx::rt::CommandBufferStatus final_status, const std::string& error);
 
   std::shared_ptr<SimQueue> queue_;
-  std::string label_;
+  metalx::rt::validation::CommandBufferRules rules_;  // label, open encoder, committed
   std::vector<Command> commands_;
   std::vector<std::function<void(metalx::rt::CommandBuffer&)>> handlers_;
-  SimEncoderBase* open_encoder_ = nullptr;
-  std::string open_encoder_kind_;
-  std::string abandoned_;  // an encoder destroyed without endEncoding()
   ExclusiveUse use_;
 
   std::atomic<metalx::rt::CommandBufferStatus> status_{metalx::rt::CommandBufferStatus::NotEnqueued};

@@ -11,6 +11,7 @@
 #include "memory.h"
 #include "metalsim/driver.h"
 #include "metalx/runtime/error.h"
+#include "metalx/runtime/validation.h"
 #include "queue.h"
 #include "shader_compiler.h"
 
@@ -49,12 +50,7 @@ SimDevice::SimDevice(int index) : index_(index) {
 }
 
 metalx::rt::BufferPtr SimDevice::newBuffer(size_t length) {
-  if (length == 0)
-    throw Error(ErrorKind::Validation, "newBuffer: length must be greater than 0");
-  if (length > info_.max_buffer_length)
-    throw Error(ErrorKind::OutOfMemory,
-                "newBuffer: " + std::to_string(length) + " bytes is more than the device's "
-                "maximum buffer length (" + mib(info_.max_buffer_length) + ")");
+  metalx::rt::validation::newBufferLength(length, info_.max_buffer_length);
   size_t before = allocated_.fetch_add(length);
   if (before + length > config().memory_capacity) {
     allocated_ -= length;
@@ -73,15 +69,7 @@ metalx::rt::BufferPtr SimDevice::newBuffer(size_t length) {
 
 metalx::rt::BufferPtr SimDevice::wrapHostMemory(void* ptr, size_t length,
                                                 std::function<void()> deallocator) {
-  size_t page = metalx::rt::hostPageSize();
-  if (!ptr || reinterpret_cast<uintptr_t>(ptr) % page != 0)
-    throw Error(ErrorKind::Validation,
-                "wrapHostMemory: pointer must be aligned to the page size (" +
-                    std::to_string(page) + " bytes)");
-  if (length == 0 || length % page != 0)
-    throw Error(ErrorKind::Validation,
-                "wrapHostMemory: length " + std::to_string(length) +
-                    " must be a nonzero multiple of the page size (" + std::to_string(page) + ")");
+  metalx::rt::validation::hostMemory(ptr, length, metalx::rt::hostPageSize());
   allocated_ += length;
   return std::make_shared<SimBuffer>(*this, ptr, length, std::move(deallocator));
 }

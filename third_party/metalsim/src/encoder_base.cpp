@@ -3,6 +3,7 @@
 #include "encoders.h"
 #include "memory.h"
 #include "metalx/runtime/error.h"
+#include "metalx/runtime/validation.h"
 
 namespace metalsim {
 
@@ -14,15 +15,11 @@ SimEncoderBase::~SimEncoderBase() {
 }
 
 std::string SimEncoderBase::where() const {
-  std::string s = std::string(kind_) + " encoder";
-  if (!label_.empty()) s += " '" + label_ + "'";
-  return s + " of " + cb_->describe();
+  return metalx::rt::validation::encoderWhere(kind_, label_, cb_->describe());
 }
 
 void SimEncoderBase::requireOpen(const char* operation) const {
-  if (ended_)
-    throw Error(ErrorKind::Validation,
-                std::string(operation) + ": the " + where() + " has already ended (endEncoding)");
+  metalx::rt::validation::requireOpen(ended_, operation, where());
 }
 
 void SimEncoderBase::doEnd() {

@@ -7,6 +7,7 @@
 
 #include "command_buffer.h"
 #include "metalx/runtime/command.h"
+#include "metalx/runtime/validation.h"
 
 namespace metalsim {
 
@@ -45,16 +46,14 @@ class SimComputeEncoder final : public metalx::rt::ComputeEncoder, public SimEnc
 
  private:
   void dispatch(metalx::rt::Size3 threads, metalx::rt::Size3 per_group, metalx::rt::Size3 groups);
-  struct Slot {
-    bool bound = false;
-    bool since_pipeline = false;  // bound after the current pipeline was set
+  struct Slot {  // what is bound; whether it is, is in bound_
     metalx::rt::BufferPtr buffer;
     size_t offset = 0;
     std::vector<unsigned char> bytes;  // setBytes data when buffer is null
   };
   std::shared_ptr<SimPipeline> pipeline_;
   Slot slots_[kabi::kMaxBindings];
-  size_t tg_lengths_[kabi::kMaxBindings] = {};
+  metalx::rt::validation::Bindings bound_;
 };
 
 class SimBlitEncoder final : public metalx::rt::BlitEncoder, public SimEncoderBase {
