@@ -15,6 +15,7 @@
 #include "device.h"
 #include "generator.h"
 #include "pinned_memory.h"
+#include "python_errors.h"
 #include "shader_library.h"
 #include "metalx/runtime/driver.h"
 
@@ -31,15 +32,6 @@ c10::DeviceIndex toIndex(int64_t index) {
   TORCH_CHECK(index >= 0 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
               "metalx device index must be non-negative, got ", index);
   return static_cast<c10::DeviceIndex>(index);
-}
-
-// Runtime errors (metalx::rt::Error) and c10 errors become Python exceptions with
-// their message and without a C++ backtrace.
-template <class F>
-auto translated(F&& f) {
-  HANDLE_TH_ERRORS
-  return f();
-  END_HANDLE_TH_ERRORS_PYBIND
 }
 
 // (byte offset of the tensor's data in its buffer, buffer length): lets tests check

@@ -9,6 +9,8 @@
 // kernel, so they are ordered with all other metalx work on it.
 #include "shader_library.h"
 
+#include "python_errors.h"
+
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
@@ -365,13 +367,6 @@ void ShaderKernel::call(py::args args, py::kwargs kwargs) {
   if (!validation_error.empty()) raise(PyExc_ValueError, validation_error);
 }
 
-// Turns c10 and runtime errors into Python exceptions (as python_module.cpp does).
-template <class F>
-auto translated(F&& f) {
-  HANDLE_TH_ERRORS
-  return f();
-  END_HANDLE_TH_ERRORS_PYBIND
-}
 
 }  // namespace
 

@@ -1,0 +1,298 @@
+// Convolution: aten::convolution_overrideable and convolution_backward_overrideable,
+// the two ops PyTorch's convolution composites (conv1d/2d/3d, conv_transpose*,
+// convolution, convolution_backward) end in for an out-of-tree device. They are not
+// covered by the boxed CPU fallback, so they are registered here; autograd (including
+// double backward, through the composite's _convolution_double_backward) needs nothing
+// more.
+//
+// Native kernels (backend/kernels/conv2d.h) run 1-D and 2-D convolutions, plain and
+// transposed, in float32, float16 and bfloat16, on any strides (NCHW, channels_last,
+// views, storage offsets): every case is one "regular" convolution X -> Y:
+//   conv forward            Y = fwd(X=input, W) + b
+//   conv backward           dX = bwd_x(dY, W), dW = bwd_w(dY, X), db = sum(dY)
+//   transposed forward      X = bwd_x(Y=input, W) + b
+//   transposed backward     dY(=d input) = fwd(dX(=grad_output), W), dW = bwd_w(input, dX),
+//                           db = sum(grad_output)
+// Everything else (3-D convolutions, float64, other dtypes) runs on the CPU over the same
+// memory, as the fallback does, and is counted in torch.metalx.fallback_stats().
+//
+// Output memory format: channels_last when the input or the weight suggests it (as
+// CPU's mkldnn path decides), contiguous otherwise.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "allocator.h"
+#include "core/stream.h"
+#include "device.h"
+#include "fallback_memory.h"
+#include "fallback_report.h"
+#include "kernels/conv2d.h"
+
+namespace metalx {
+namespace {
+
+using kernels::ConvOperand;
+using kernels::Conv2dGeometry;
+using kernels::DType;
+
+bool isMetalx(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+std::optional<DType> convDType(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DType::Float32;
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    default: return std::nullopt;
+  }
+}
+
+// Tensors of one op must be on one metalx device (the composite checks dtypes and
+// shapes, not always devices).
+c10::Device commonDevice(std::initializer_list<const at::Tensor*> tensors, const char* op) {
+  std::optional<c10::Device> device;
+  std::optional<c10::Device> other;
+  for (const at::Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (isMetalx(*t)) {
+      TORCH_CHECK(!device || *device == t->device(),
+                  "Expected all tensors to be on the same device, but found at least two devices, ", *device,
+                  " and ", t->device(), "! (in ", op, ")");
+      device = t->device();
+    } else {
+      other = t->device();
+    }
+  }
+  TORCH_CHECK(device, op, ": expected a metalx tensor");
+  TORCH_CHECK(!other, "Expected all tensors to be on the same device, but found at least two devices, ", *device,
+              " and ", *other, "! (in ", op, ")");
+  return *device;
+}
+
+// ---- the CPU route (3-D, float64, other dtypes) ----
+
+// A CPU tensor over the same memory (the device must be idle: synchronize first).
+at::Tensor cpuAlias(const at::Tensor& t) {
+  if (!t.defined() || !isMetalx(t)) return t;
+  const c10::Storage& storage = t.storage();
+  c10::Storage alias_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                             c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)),
+                             /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor alias = at::empty({0}, t.options().device(c10::DeviceType::CPU));
+  alias.set_(alias_storage, t.storage_offset(), t.sizes(), t.strides());
+  alias._set_neg(t.is_neg());
+  alias._set_conj(t.is_conj());
+  return alias;
+}
+
+at::Tensor toDevice(const at::Tensor& r, c10::Device device) {
+  if (!r.defined()) return r;
+  if (auto adopted = adoptAsDeviceTensor(r); adopted && adopted->device() == device) return *adopted;
+  countFallbackResultCopy();
+  return r.to(device);
+}
+
+// ---- the native route ----
+
+ConvOperand operandOf(const at::Tensor& t) {
+  ConvOperand o;
+  for (int64_t d = 0; d < t.dim() && d < 4; ++d) o.strides[d] = t.stride(d);
+  if (t.numel() == 0) return o;
+  auto [buffer, offset] = bufferFor(t.data_ptr());
+  o.buffer = buffer;
+  o.byte_offset = offset;
+  return o;
+}
+
+bool nativeSupported(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
+  if (input.dim() != 3 && input.dim() != 4) return false;
+  if (weight.dim() != input.dim()) return false;
+  if (!convDType(input.scalar_type()) || weight.scalar_type() != input.scalar_type()) return false;
+  if (bias.defined() && bias.scalar_type() != input.scalar_type()) return false;
+  return true;
+}
+
+// 1-D convolutions as 2-D ones with a unit height.
+at::Tensor as2d(const at::Tensor& t) { return t.defined() && t.dim() == 3 ? t.unsqueeze(2) : t; }
+std::vector<int64_t> param2d(at::IntArrayRef v, int64_t unit, bool one_d) {
+  if (one_d) return {unit, v[0]};
+  TORCH_CHECK(v.size() == 2, "convolution: expected 2 values per spatial parameter, got ", v.size());
+  return {v[0], v[1]};
+}
+
+at::MemoryFormat outputFormat(const at::Tensor& input, const at::Tensor& weight) {
+  if (input.dim() != 4) return at::MemoryFormat::Contiguous;
+  if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
+      weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast)
+    return at::MemoryFormat::ChannelsLast;
+  return at::MemoryFormat::Contiguous;
+}
+
+// The regular convolution X -> Y of a (possibly transposed) convolution of 4-d tensors.
+Conv2dGeometry geometryOf(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+                          at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                          at::IntArrayRef output_padding, int64_t groups) {
+  Conv2dGeometry g;
+  g.N = input.size(0);
+  g.KH = weight.size(2);
+  g.KW = weight.size(3);
+  g.groups = groups;
+  for (int d = 0; d < 2; ++d) {
+    g.stride[d] = stride[d];
+    g.pad[d] = padding[d];
+    g.dilation[d] = dilation[d];
+  }
+  if (!transposed) {
+    g.Cx = input.size(1);
+    g.H = input.size(2);
+    g.W = input.size(3);
+    g.Cy = weight.size(0);
+    g.OH = (g.H + 2 * g.pad[0] - g.dilation[0] * (g.KH - 1) - 1) / g.stride[0] + 1;
+    g.OW = (g.W + 2 * g.pad[1] - g.dilation[1] * (g.KW - 1) - 1) / g.stride[1] + 1;
+  } else {
+    g.Cy = input.size(1);
+    g.OH = input.size(2);
+    g.OW = input.size(3);
+    g.Cx = weight.size(1) * groups;
+    g.H = (g.OH - 1) * g.stride[0] - 2 * g.pad[0] + g.dilation[0] * (g.KH - 1) + output_padding[0] + 1;
+    g.W = (g.OW - 1) * g.stride[1] - 2 * g.pad[1] + g.dilation[1] * (g.KW - 1) + output_padding[1] + 1;
+  }
+  TORCH_CHECK(g.OH > 0 && g.OW > 0 && g.H > 0 && g.W > 0, "convolution: computed output size is too small");
+  TORCH_CHECK(groups > 0 && g.Cx % groups == 0 && g.Cy % groups == 0,
+              "convolution: groups must divide the input and output channels");
+  TORCH_CHECK(weight.size(0) == g.Cy, "convolution: weight has ", weight.size(0), " output channels, expected ", g.Cy);
+  return g;
+}
+
+at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                   at::IntArrayRef output_padding, int64_t groups) {
+  const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  const c10::Device device = commonDevice({&input, &weight, &bias}, "convolution_overrideable");
+
+  if (!nativeSupported(input, weight, bias)) {
+    static const c10::OperatorName name("aten::convolution_overrideable", "");
+    reportFallback(name);
+    synchronizeDevice(device.index());
+    at::Tensor result;
+    {
+      FallbackOutputScope in_device_memory(device.index());
+      result = at::convolution(cpuAlias(input), cpuAlias(weight),
+                               bias.defined() ? std::optional<at::Tensor>(cpuAlias(bias)) : std::nullopt, stride,
+                               padding, dilation, transposed, output_padding, groups);
+    }
+    return toDevice(result, device);
+  }
+
+  const bool one_d = input.dim() == 3;
+  const at::Tensor x_in = as2d(input.resolve_neg());
+  const at::Tensor w = as2d(weight.resolve_neg());
+  const at::Tensor b = bias.defined() ? bias.resolve_neg() : bias;
+  const auto s = param2d(stride, 1, one_d), p = param2d(padding, 0, one_d), d = param2d(dilation, 1, one_d);
+  const auto op = param2d(output_padding.empty() ? at::IntArrayRef({0, 0}).slice(0, one_d ? 1 : 2) : output_padding,
+                          0, one_d);
+  const Conv2dGeometry g = geometryOf(x_in, w, s, p, d, transposed, op, groups);
+  TORCH_CHECK(!b.defined() || b.numel() == (transposed ? g.Cx : g.Cy), "convolution: bias has ", b.numel(),
+              " elements, expected ", transposed ? g.Cx : g.Cy);
+
+  const at::MemoryFormat fmt = one_d ? at::MemoryFormat::Contiguous : outputFormat(x_in, w);
+  const int64_t out_c = transposed ? g.Cx : g.Cy;
+  const int64_t out_h = transposed ? g.H : g.OH, out_w = transposed ? g.W : g.OW;
+  at::Tensor out = one_d ? at::empty({g.N, out_c, out_w}, input.options())
+                         : at::empty({g.N, out_c, out_h, out_w}, input.options().memory_format(fmt));
+  at::Tensor out4 = as2d(out);
+  if (out.numel() == 0) return out;
+
+  const DType dtype = *convDType(input.scalar_type());
+  Stream& stream = defaultStream(device.index());
+  const ConvOperand ob = b.defined() ? operandOf(b) : ConvOperand{};
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    if (!transposed)
+      kernels::encodeConv2dForward(e, stream.pipelines(), dtype, g, operandOf(out4), operandOf(x_in), operandOf(w),
+                                   b.defined() ? &ob : nullptr);
+    else
+      kernels::encodeConv2dBackwardInput(e, stream.pipelines(), dtype, g, operandOf(out4), operandOf(x_in),
+                                         operandOf(w), b.defined() ? &ob : nullptr);
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  const c10::Device device =
+      commonDevice({&grad_output, &input, &weight}, "convolution_backward_overrideable");
+
+  if (!nativeSupported(input, weight, at::Tensor()) || grad_output.scalar_type() != input.scalar_type()) {
+    static const c10::OperatorName name("aten::convolution_backward_overrideable", "");
+    reportFallback(name);
+    synchronizeDevice(device.index());
+    std::tuple<at::Tensor, at::Tensor, at::Tensor> r;
+    {
+      FallbackOutputScope in_device_memory(device.index());
+      const std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+      r = at::convolution_backward(cpuAlias(grad_output), cpuAlias(input), cpuAlias(weight), at::IntArrayRef(bias_sizes),
+                                   stride, padding, dilation, transposed, output_padding, groups, output_mask);
+    }
+    return {toDevice(std::get<0>(r), device), toDevice(std::get<1>(r), device), toDevice(std::get<2>(r), device)};
+  }
+
+  const bool one_d = input.dim() == 3;
+  const at::Tensor go = as2d(grad_output.resolve_neg());
+  const at::Tensor x_in = as2d(input.resolve_neg());
+  const at::Tensor w = as2d(weight.resolve_neg());
+  const auto s = param2d(stride, 1, one_d), p = param2d(padding, 0, one_d), d = param2d(dilation, 1, one_d);
+  const auto op = param2d(output_padding.empty() ? at::IntArrayRef({0, 0}).slice(0, one_d ? 1 : 2) : output_padding,
+                          0, one_d);
+  const Conv2dGeometry g = geometryOf(x_in, w, s, p, d, transposed, op, groups);
+  const at::MemoryFormat fmt = one_d ? at::MemoryFormat::Contiguous : outputFormat(x_in, w);
+
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) grad_input = at::empty(input.sizes(), input.options().memory_format(fmt));
+  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), weight.options().memory_format(fmt));
+  if (output_mask[2]) grad_bias = at::empty({grad_output.size(1)}, grad_output.options());
+
+  const DType dtype = *convDType(input.scalar_type());
+  Stream& stream = defaultStream(device.index());
+  // X and Y of the regular convolution: for a transposed one, grad_output is dX and the
+  // input is Y.
+  const at::Tensor& x_role = transposed ? go : x_in;  // X (or dX)
+  const at::Tensor& y_role = transposed ? x_in : go;  // dY (or Y)
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    if (grad_input.defined() && grad_input.numel() > 0) {
+      const at::Tensor gi = as2d(grad_input);
+      if (!transposed)
+        kernels::encodeConv2dBackwardInput(e, stream.pipelines(), dtype, g, operandOf(gi), operandOf(go), operandOf(w),
+                                           nullptr);
+      else
+        kernels::encodeConv2dForward(e, stream.pipelines(), dtype, g, operandOf(gi), operandOf(go), operandOf(w),
+                                     nullptr);
+    }
+    if (grad_weight.defined() && grad_weight.numel() > 0)
+      kernels::encodeConv2dBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
+                                          operandOf(y_role), operandOf(x_role));
+    if (grad_bias.defined() && grad_bias.numel() > 0) {
+      // db sums grad_output over everything but its channels.
+      Conv2dGeometry gb;
+      gb.N = go.size(0);
+      gb.Cx = gb.Cy = go.size(1);
+      gb.OH = go.size(2);
+      gb.OW = go.size(3);
+      kernels::encodeConv2dBackwardBias(e, stream.pipelines(), dtype, gb, operandOf(grad_bias), operandOf(go));
+    }
+  });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
+}
+
+}  // namespace
+}  // namespace metalx
