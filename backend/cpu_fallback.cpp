@@ -131,6 +131,10 @@ void writeBack(const Aliased& a) {
   const at::Tensor& o = a.original;
   const at::Tensor& c = a.alias;
   const bool same_memory = c.storage().data() == o.storage().data();
+  // The kernel may flip the conj/neg bit of an out= argument (linalg ops do): carry
+  // the bits over with the data.
+  if (c.is_conj() != o.is_conj()) at::Tensor(o)._set_conj(c.is_conj());
+  if (c.is_neg() != o.is_neg()) at::Tensor(o)._set_neg(c.is_neg());
   if (same_memory && c.sizes() == o.sizes() && c.strides() == o.strides() &&
       c.storage_offset() == o.storage_offset())
     return;
@@ -151,7 +155,8 @@ at::Tensor fromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10
   for (const Aliased& a : aliased)
     if (r.storage().data() != nullptr && r.storage().data() == a.alias.storage().data() &&
         a.alias.storage().data() == a.original.storage().data()) {
-      at::Tensor view = at::empty({0}, a.original.options());
+      // The view's own dtype: view_as_real/view_as_complex/view(dtype) change it.
+      at::Tensor view = at::empty({0}, a.original.options().dtype(r.scalar_type()));
       view.set_(a.original.storage(), r.storage_offset(), r.sizes(), r.strides());
       view._set_neg(r.is_neg());
       view._set_conj(r.is_conj());

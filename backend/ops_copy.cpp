@@ -235,7 +235,10 @@ void copyOnCpuInPlace(const at::Tensor& src, const at::Tensor& dst) {
   auto alias = [](const at::Tensor& t) {
     if (!isMetalx(t)) return t;
     synchronizeDevice(t.device().index());
-    return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+    at::Tensor alias = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+    alias._set_conj(t.is_conj());  // the alias reads the same values as t
+    alias._set_neg(t.is_neg());
+    return alias;
   };
   at::Tensor s = alias(src), d = alias(dst);
   d.copy_(s);

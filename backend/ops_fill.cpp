@@ -44,7 +44,8 @@ uint64_t valueBits(const at::Tensor& self, const at::Scalar& value) {
   AT_DISPATCH_V2(self.scalar_type(), "metalx_fill", AT_WRAP([&] {
     const scalar_t v = value.to<scalar_t>();
     if constexpr (sizeof(v) <= sizeof(pattern)) std::memcpy(&pattern, &v, sizeof(v));  // 16-byte dtypes never get here
-  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf,
+      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   return pattern;
 }
 

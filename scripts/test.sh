@@ -2,7 +2,8 @@
 # The project's test command: sets up a fresh machine (system packages, torch==2.13.0
 # and the Python packages the tests need), builds metalx and runs every test: the
 # runtime's C++ tests (plain and sanitized), a syntax check of the Apple-only driver, and
-# the Python tests of the torch backend.
+# the Python tests of the torch backend, and a subset of PyTorch's own op and module
+# test suites run on metalx (tests/upstream).
 # CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +11,5 @@ bash scripts/setup_system.sh
 bash scripts/check_apple_syntax.sh   # the Metal driver (.mm) against Apple's documented API
 bash scripts/test_runtime.sh
 bash scripts/install_dev.sh
+bash scripts/test_upstream_subset.sh   # PyTorch's own op/module tests (OpInfo subset) on metalx
 python3 -m pytest tests/python -q
