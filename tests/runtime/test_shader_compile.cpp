@@ -21,18 +21,6 @@ CompileOptions named(const char* name) {
   return o;
 }
 
-TEST(ShaderCompile, SyntaxErrorReportsTheUsersLine) {
-  const char* src =
-      "#include <metal_stdlib>\n"
-      "using namespace metal;\n"
-      "kernel void broken(device float* out [[buffer(0)]],\n"
-      "                   uint gid [[thread_position_in_grid]]) {\n"
-      "  out[gid] = 1.0f +;\n"  // line 5
-      "}\n";
-  EXPECT_RT_ERROR(dev().compileLibrary(src, named("user_shader.metal")), ErrorKind::Compile,
-                  "user_shader.metal:5:");
-}
-
 TEST(ShaderCompile, UnboundParameterIsReportedWithItsLine) {
   const char* src =
       "#include <metal_stdlib>\n"
