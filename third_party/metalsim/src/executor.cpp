@@ -44,6 +44,7 @@ struct Lane {
   const void* site = nullptr;
   kabi::SimdRequest* request = nullptr;
   size_t tg_cursor = 0;
+  bool started = false;  // its fiber has been set up for this threadgroup
   std::string fault;
 };
 
@@ -196,15 +197,14 @@ void runGroupFibers(WorkerState& w, const kabi::Launch& L, const kabi::GroupMemo
       }
   // Fibers are set up lazily, on first run, each with the worker state as argument;
   // the lane to run is w.lane.
-  std::vector<bool> started(count, false);
   size_t done = 0;
   for (;;) {
     for (size_t k = 0; k < count; ++k) {
       Lane& lane = w.lanes[k];
       if (lane.state != LaneState::Runnable) continue;
-      if (!started[k]) {
+      if (!lane.started) {
         lane.fiber->reset(&fiberEntry, &w);
-        started[k] = true;
+        lane.started = true;
       }
       w.lane = &lane;
       lane.fiber->resume();
