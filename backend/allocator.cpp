@@ -3,8 +3,10 @@
 // lookup kernels need.
 #include "allocator.h"
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include <cstring>
 #include <memory>
@@ -12,7 +14,7 @@
 #include <vector>
 
 #include "core/caching_allocator.h"
-#include "core/stream.h"
+#include "core/stream_pool.h"
 #include "device.h"
 
 namespace metalx {
@@ -54,7 +56,7 @@ c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes) {
   CachingAllocator& allocator = cachingAllocator(index);
   CachingAllocator::Block* block = nullptr;
   try {
-    block = allocator.allocate(nbytes, defaultStream(index));
+    block = allocator.allocate(nbytes, currentStream(index));
   } catch (const OutOfMemoryError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   }
@@ -97,9 +99,9 @@ class MetalxDeviceAllocator final : public c10::DeviceAllocator {
     if (!a || ptr.get_deleter() != &releaseAllocation) return;
     TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
                 "record_stream: the stream is not a metalx stream");
-    // Only the default stream of each device exists so far; recording the stream an
-    // allocation was made on is a no-op.
-    a->allocator->recordStream(a->block, defaultStream(stream.device_index()));
+    TORCH_CHECK(stream.device_index() == a->allocator->deviceIndex(), "record_stream: the stream is on metalx:",
+                stream.device_index(), " but the tensor's memory is on metalx:", a->allocator->deviceIndex());
+    a->allocator->recordStream(a->block, streamFor(stream));
   }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -139,7 +141,21 @@ MetalxDeviceAllocator allocator_instance;
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator_instance)
 
-c10::Allocator* deviceAllocator() { return &allocator_instance; }
+namespace {
+
+// Tensor.record_stream(s): torch registers it for CUDA only; without this the boxed
+// CPU fallback would get it and fail.
+void recordStreamOp(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1,
+              "record_stream: expected a metalx tensor, got one on ", self.device());
+  allocator_instance.recordStream(self.storage().data_ptr(), stream);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("record_stream", recordStreamOp); }
+
+}  // namespace
+
+c10::DeviceAllocator* deviceAllocator() { return &allocator_instance; }
 
 std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr) {
   rt::BufferPtr buffer;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 
 #include <cstddef>
@@ -21,7 +22,7 @@
 namespace metalx {
 
 // The allocator registered for the metalx device type (REGISTER_ALLOCATOR).
-c10::Allocator* deviceAllocator();
+c10::DeviceAllocator* deviceAllocator();
 
 // `nbytes` of device memory on device `index`, as tensors get it.
 c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes);

@@ -176,7 +176,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::optional<c10::Device> device =
       deviceOfArguments(op, c10::ArrayRef<c10::IValue>(stack->data() + first, num_args));
   // The CPU reads and writes device memory directly: queued kernels must be done.
-  if (device) synchronizeDevice(device->index());
+  if (device) synchronizeCurrentStream(device->index());
 
   std::vector<Aliased> aliased;
   for (size_t i = first; i < stack->size(); ++i) (*stack)[i] = toCpu((*stack)[i], aliased);

@@ -2,7 +2,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "core/stream.h"
+#include "core/stream_pool.h"
 #include "metalx/runtime/driver.h"
 #include "metalx/runtime/error.h"
 
@@ -51,9 +51,29 @@ c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index) {
 void synchronizeDevice(c10::DeviceIndex index) {
   checkDeviceIndex(index);
   try {
-    defaultStream(index).synchronize();
+    synchronizeAllStreams(index);
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, e.what());
+  }
+}
+
+void synchronizeCurrentStream(c10::DeviceIndex index) {
+  checkDeviceIndex(index);
+  try {
+    currentStream(index).synchronize();
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+Stream& streamFor(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "expected a metalx stream, got a ",
+              c10::DeviceTypeName(stream.device_type()), " stream");
+  checkDeviceIndex(stream.device_index());
+  try {
+    return streamById(stream.device_index(), stream.id());
+  } catch (const std::out_of_range& e) {
+    TORCH_CHECK_VALUE(false, e.what());
   }
 }
 

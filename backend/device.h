@@ -6,12 +6,15 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 namespace metalx::rt {
 class Device;
 }
 
 namespace metalx {
+
+class Stream;
 
 // Number of devices of the selected driver; 0 if the runtime cannot start (for
 // instance METALX_DRIVER names a driver this build lacks).
@@ -32,7 +35,15 @@ void setCurrentDeviceUnchecked(c10::DeviceIndex index) noexcept;
 // `index`, or the current device when `index` is -1 (torch's "no index given").
 c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index);
 
-// Waits until all work queued on the device has finished.
+// Waits until all work queued on the device, on every stream, has finished.
 void synchronizeDevice(c10::DeviceIndex index);
+// Waits for the calling thread's current stream of the device: what the host must do
+// before it reads or writes device memory on that stream's behalf (item(), CPU
+// fallback, blocking copies), as CUDA synchronises the current stream there.
+void synchronizeCurrentStream(c10::DeviceIndex index);
+
+// The metalx stream behind a torch stream; a c10::Error for a stream of another
+// device type, a bad device or an unknown id.
+Stream& streamFor(const c10::Stream& stream);
 
 }  // namespace metalx

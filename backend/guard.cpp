@@ -1,13 +1,18 @@
-// The device guard torch uses to switch the current metalx device and to query
-// streams (c10::DeviceGuard, torch.metalx.device, torch.accelerator).
+// The device guard torch uses to switch the current metalx device and stream, and to
+// drive events (c10::DeviceGuard, c10::StreamGuard, torch.Stream/torch.Event,
+// torch.metalx.Stream/Event, torch.accelerator).
 //
-// Streams: each device has exactly one stream for now, the default stream (id 0).
-// Every stream query answers with it and "new" streams are that stream too, so the
-// guard stays consistent until real streams exist.
-// TODO(metalx streams): per-device stream pools backed by rt::CommandQueue, and
-// events (record/block/query) backed by rt::Event.
+// A c10::Stream names a metalx stream by (device index, id): id 0 is the device's
+// default stream, 1..kStreamPoolSize its pool (core/stream_pool.h). A c10::Event's
+// opaque handle is a StreamEvent (core/stream_event.h).
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
 
+#include <stdexcept>
+
+#include "allocator.h"
+#include "core/stream_event.h"
+#include "core/stream_pool.h"
 #include "device.h"
 
 namespace metalx {
@@ -15,8 +20,23 @@ namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
-c10::Stream defaultStream(c10::Device device) {
-  return c10::Stream(c10::Stream::DEFAULT, device);
+c10::Stream unwrap(Stream& stream) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, static_cast<c10::DeviceIndex>(stream.deviceIndex())),
+                     stream.id());
+}
+
+// Runtime failures (std::exception from core/) become c10::Errors with their message.
+template <typename Fn>
+auto translated(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
 }
 
 struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
@@ -40,32 +60,79 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
     setCurrentDeviceUnchecked(device.index());
   }
 
-  c10::Stream getStream(c10::Device device) const override { return defaultStream(device); }
-  c10::Stream getDefaultStream(c10::Device device) const override {
-    return defaultStream(device);
-  }
-  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override {
-    return defaultStream(device);
-  }
-  c10::Stream getNewStream(c10::Device device, int) const override {
-    return defaultStream(device);
-  }
-  c10::Stream exchangeStream(c10::Stream stream) const override {
-    return defaultStream(stream.device());
-  }
-
   c10::DeviceIndex deviceCount() const noexcept override { return metalx::deviceCount(); }
 
-  bool queryStream(const c10::Stream&) const override { return true; }
+  // ---- streams ----
+
+  c10::Stream getStream(c10::Device device) const override {
+    return unwrap(currentStream(resolveDeviceIndex(device.index())));
+  }
+  c10::Stream getDefaultStream(c10::Device device) const override {
+    return unwrap(defaultStream(resolveDeviceIndex(device.index())));
+  }
+  // Metal queues have no priorities: every priority gets an ordinary pool stream.
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*isHighPriority*/) const override {
+    return unwrap(streamFromPool(resolveDeviceIndex(device.index())));
+  }
+  c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
+    const c10::DeviceIndex index = resolveDeviceIndex(device.index());
+    checkDeviceIndex(index);
+    return unwrap(streamFromPool(index));
+  }
+  c10::Stream exchangeStream(c10::Stream stream) const override {
+    return unwrap(setCurrentStream(streamFor(stream)));
+  }
+
+  bool queryStream(const c10::Stream& stream) const override { return streamFor(stream).query(); }
   void synchronizeStream(const c10::Stream& stream) const override {
-    synchronizeDevice(stream.device_index());
+    Stream& s = streamFor(stream);
+    translated([&] { s.synchronize(); });
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
-    metalx::synchronizeDevice(index);
+    metalx::synchronizeDevice(resolveDeviceIndex(index));
   }
-  // Memory is freed only when the last reference goes away, and no op runs
-  // asynchronously yet, so there is no stream use to record.
-  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+
+  // The allocator keeps the memory from reuse until the stream's work encoded so far
+  // has completed (Tensor.record_stream, and torch's own uses of it).
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+    deviceAllocator()->recordStream(data_ptr, stream);
+  }
+
+  // ---- events ----
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "metalx: the event is on metalx:",
+                device_index, " but the stream recording it is on metalx:", stream.device_index());
+    Stream& s = streamFor(stream);
+    if (!*event) *event = new StreamEvent(s.deviceIndex(), flag == c10::EventFlag::BACKEND_DEFAULT);
+    auto* e = static_cast<StreamEvent*>(*event);
+    translated([&] { e->record(s); });
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    if (!event) return;  // never recorded: nothing to wait for
+    Stream& s = streamFor(stream);
+    translated([&] { static_cast<StreamEvent*>(event)->block(s); });
+  }
+
+  bool queryEvent(void* event) const override {
+    return !event || static_cast<StreamEvent*>(event)->query();
+  }
+
+  void synchronizeEvent(void* event) const override {
+    if (event) translated([&] { static_cast<StreamEvent*>(event)->synchronize(); });
+  }
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {
+    TORCH_CHECK_VALUE(start && end, "metalx: elapsed_time: both events must be recorded first");
+    return translated(
+        [&] { return static_cast<StreamEvent*>(start)->elapsedMilliseconds(*static_cast<StreamEvent*>(end)); });
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+    delete static_cast<StreamEvent*>(event);
+  }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, MetalxGuardImpl);

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "allocator.h"
-#include "core/stream.h"
+#include "core/stream_pool.h"
 #include "device.h"
 #include "fallback_memory.h"
 #include "fallback_report.h"
@@ -177,7 +177,7 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   if (!nativeSupported(input, weight, bias)) {
     static const c10::OperatorName name("aten::convolution_overrideable", "");
     reportFallback(name);
-    synchronizeDevice(device.index());
+    synchronizeCurrentStream(device.index());
     at::Tensor result;
     {
       FallbackOutputScope in_device_memory(device.index());
@@ -208,7 +208,7 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   if (out.numel() == 0) return out;
 
   const DType dtype = *convDType(input.scalar_type());
-  Stream& stream = defaultStream(device.index());
+  Stream& stream = currentStream(device.index());
   const ConvOperand ob = b.defined() ? operandOf(b) : ConvOperand{};
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     if (!transposed)
@@ -231,7 +231,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   if (!nativeSupported(input, weight, at::Tensor()) || grad_output.scalar_type() != input.scalar_type()) {
     static const c10::OperatorName name("aten::convolution_backward_overrideable", "");
     reportFallback(name);
-    synchronizeDevice(device.index());
+    synchronizeCurrentStream(device.index());
     std::tuple<at::Tensor, at::Tensor, at::Tensor> r;
     {
       FallbackOutputScope in_device_memory(device.index());
@@ -258,7 +258,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   if (output_mask[2]) grad_bias = at::empty({grad_output.size(1)}, grad_output.options());
 
   const DType dtype = *convDType(input.scalar_type());
-  Stream& stream = defaultStream(device.index());
+  Stream& stream = currentStream(device.index());
   // X and Y of the regular convolution: for a transposed one, grad_output is dX and the
   // input is Y.
   const at::Tensor& x_role = transposed ? go : x_in;  // X (or dX)

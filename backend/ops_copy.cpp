@@ -42,7 +42,7 @@
 #include <optional>
 
 #include "allocator.h"
-#include "core/stream.h"
+#include "core/stream_pool.h"
 #include "device.h"
 #include "kernels/strided_copy.h"
 #include "pinned_memory.h"
@@ -125,7 +125,7 @@ void encodeKernelCopy(Stream& stream, const kernels::StridedView& dst, const ker
 // metalx -> metalx on one device. Partially overlapping memory goes through a
 // temporary: a kernel must not read what it is overwriting.
 void copyOnDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags) {
-  Stream& stream = defaultStream(dst.device().index());
+  Stream& stream = currentStream(dst.device().index());
   if (at::get_overlap_status(src, dst) == at::MemOverlapStatus::Partial) {
     at::Tensor temp = at::empty(src.sizes(), src.options());
     copyOnDevice(src, temp, {});
@@ -172,7 +172,7 @@ void finishPinnedCopy(Stream& stream, const at::Tensor& host, bool non_blocking)
 void cpuToDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags,
                  bool non_blocking) {
   const c10::DeviceIndex device = dst.device().index();
-  Stream& stream = defaultStream(device);
+  Stream& stream = currentStream(device);
   const bool bytes_as_they_are = !flags.negate && !flags.conjugate && sameDenseLayout(src, dst);
   if (bytes_as_they_are && !non_blocking) {
     copyBytesNow(stream, src, dst);
@@ -201,7 +201,7 @@ void cpuToDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlag
 void deviceToCpu(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags,
                  bool non_blocking) {
   const c10::DeviceIndex device = src.device().index();
-  Stream& stream = defaultStream(device);
+  Stream& stream = currentStream(device);
   const bool bytes_as_they_are = !flags.negate && !flags.conjugate && sameDenseLayout(src, dst);
   if (bytes_as_they_are && !non_blocking) {
     copyBytesNow(stream, src, dst);
@@ -234,7 +234,7 @@ void deviceToCpu(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlag
 void copyOnCpuInPlace(const at::Tensor& src, const at::Tensor& dst) {
   auto alias = [](const at::Tensor& t) {
     if (!isMetalx(t)) return t;
-    synchronizeDevice(t.device().index());
+    synchronizeCurrentStream(t.device().index());
     at::Tensor alias = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
     alias._set_conj(t.is_conj());  // the alias reads the same values as t
     alias._set_neg(t.is_neg());
@@ -288,7 +288,7 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 // .item(): read the one element in place through a CPU tensor aliasing it.
 c10::Scalar localScalarDense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
-  synchronizeDevice(self.device().index());
+  synchronizeCurrentStream(self.device().index());
   const at::Tensor alias = at::from_blob(self.data_ptr(), {1}, self.options().device(c10::DeviceType::CPU));
   return at::_local_scalar_dense(alias);
 }

@@ -14,7 +14,7 @@
 #include <mutex>
 
 #include "allocator.h"
-#include "core/stream.h"
+#include "core/stream_pool.h"
 #include "fallback_report.h"
 
 namespace metalx {
@@ -85,7 +85,7 @@ at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   // non-negative strides, that is the element at data_ptr().
   auto [buffer, offset] = bufferFor(self.data_ptr());
   const uint64_t count = static_cast<uint64_t>(self.numel());
-  Stream& stream = defaultStream(self.device().index());
+  Stream& stream = currentStream(self.device().index());
   const rt::ComputePipelinePtr& pipeline = fillPipeline(stream, self.element_size());
   // Enough threads to fill the machine, each striding over the rest.
   const uint64_t threads = std::min<uint64_t>(count, 256ull * 4096);

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "allocator.h"
-#include "core/stream.h"
+#include "core/stream_pool.h"
 #include "device.h"
 
 namespace metalx {
@@ -48,7 +48,7 @@ rt::LibraryPtr compileOn(c10::DeviceIndex device, const std::string& source,
   checkDeviceIndex(device);
   try {
     py::gil_scoped_release no_gil;  // the simulator runs the host compiler: let threads run
-    return defaultStream(device).pipelines().compile(source, options);
+    return devicePipelines(device).compile(source, options);
   } catch (const rt::Error& e) {
     // A distinct type so callers can tell bad source from a broken runtime.
     if (e.kind() == rt::ErrorKind::Compile) raise(g_compile_error, e.what());
@@ -230,7 +230,7 @@ class ShaderKernel {
   rt::ComputePipelinePtr pipeline(c10::DeviceIndex device) {
     rt::LibraryPtr library = library_->on(device);
     py::gil_scoped_release no_gil;
-    return defaultStream(device).pipelines().get(library, name_);
+    return devicePipelines(device).get(library, name_);
   }
 
   void call(py::args args, py::kwargs kwargs);
@@ -346,7 +346,7 @@ void ShaderKernel::call(py::args args, py::kwargs kwargs) {
   {
     py::gil_scoped_release no_gil;
     try {
-      defaultStream(device).encodeCompute([&](rt::ComputeEncoder& e) {
+      currentStream(device).encodeCompute([&](rt::ComputeEncoder& e) {
         e.setComputePipeline(pipe);
         for (uint32_t i = 0; i < bindings.size(); ++i) {
           const Binding& b = bindings[i];
@@ -383,7 +383,7 @@ void registerShaderBindings(py::module_& m) {
   m.def("_shader_cache_stats", [](int64_t device) {
     return translated([&] {
       checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
-      rt::CacheStats s = defaultStream(static_cast<int>(device)).pipelines().libraryStats();
+      rt::CacheStats s = devicePipelines(static_cast<int>(device)).libraryStats();
       py::dict d;
       d["size"] = s.size;
       d["capacity"] = s.capacity;

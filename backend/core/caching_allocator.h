@@ -69,6 +69,7 @@ class CachingAllocator {
   AllocatorStats stats() const;
   void resetPeakStats();
   uint64_t limit() const;
+  int deviceIndex() const { return device_index_; }
   void setLimit(uint64_t bytes);
 
   // The buffer and byte offset behind a pointer inside a live block.

@@ -6,12 +6,13 @@
 
 namespace metalx {
 
-Stream::Stream(rt::Device& device, int device_index, int64_t id)
+Stream::Stream(rt::Device& device, int device_index, int64_t id, rt::PipelineCache* pipelines)
     : device_(device),
       device_index_(device_index),
       id_(id),
       queue_(device.newCommandQueue()),
-      pipelines_(std::make_unique<rt::PipelineCache>(device)) {}
+      own_pipelines_(pipelines ? nullptr : std::make_unique<rt::PipelineCache>(device)),
+      pipelines_(pipelines ? pipelines : own_pipelines_.get()) {}
 
 Stream::~Stream() {
   try {
@@ -77,6 +78,15 @@ void Stream::encodeSignal(const rt::EventPtr& event, uint64_t value) {
   endCompute();
   commandBuffer().encodeSignal(event, value);
   countCommand();
+}
+
+rt::CommandBufferPtr Stream::recordEvent(const rt::EventPtr& event, uint64_t value) {
+  std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  endCompute();
+  commandBuffer().encodeSignal(event, value);
+  rt::CommandBufferPtr signalling = cb_;
+  commitLocked();
+  return signalling;
 }
 
 uint64_t Stream::currentSequence() const {
@@ -162,19 +172,6 @@ void Stream::completed(uint64_t sequence, const std::string& error) {
     waiting_.erase(waiting_.begin(), end);
   }
   for (auto& fn : ready) fn();
-}
-
-Stream& defaultStream(int device_index) {
-  // One per device, created on first use and kept for the life of the process (the
-  // map too: storages freed during exit may still reach their stream).
-  static std::mutex mutex;
-  static auto* streams = new std::map<int, Stream*>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = streams->find(device_index);
-  if (it != streams->end()) return *it->second;
-  auto* s = new Stream(rt::device(device_index), device_index, 0);
-  (*streams)[device_index] = s;
-  return *s;
 }
 
 }  // namespace metalx

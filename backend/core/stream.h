@@ -26,7 +26,10 @@ namespace metalx {
 
 class Stream {
  public:
-  Stream(rt::Device& device, int device_index, int64_t id);
+  // `pipelines`: the device's shared pipeline cache; a stream made on its own (tests)
+  // passes none and owns one.
+  Stream(rt::Device& device, int device_index, int64_t id,
+         rt::PipelineCache* pipelines = nullptr);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -43,6 +46,11 @@ class Stream {
   // The device waits for / signals `event` at this point of the stream.
   void encodeWait(const rt::EventPtr& event, uint64_t value);
   void encodeSignal(const rt::EventPtr& event, uint64_t value);
+  // Signals `event` with `value` after everything encoded so far and commits at once,
+  // so that another stream waiting for it, or the host, is never left waiting for a
+  // command buffer nobody commits. Returns the command buffer that signals: its
+  // completion (and GPU end time) is the event's.
+  rt::CommandBufferPtr recordEvent(const rt::EventPtr& event, uint64_t value);
 
   // The number of the command buffer work encoded now goes into.
   uint64_t currentSequence() const;
@@ -77,7 +85,8 @@ class Stream {
   const int device_index_;
   const int64_t id_;
   rt::CommandQueuePtr queue_;
-  std::unique_ptr<rt::PipelineCache> pipelines_;
+  std::unique_ptr<rt::PipelineCache> own_pipelines_;
+  rt::PipelineCache* pipelines_;
 
   mutable std::recursive_mutex encode_mutex_;  // recursive: an encode callback may encode
   rt::CommandBufferPtr cb_;
@@ -92,8 +101,5 @@ class Stream {
   std::multimap<uint64_t, std::function<void()>> waiting_;  // sequence -> callbacks
   std::string first_error_;
 };
-
-// The streams of each device: the default stream (id 0), created on first use.
-Stream& defaultStream(int device_index);
 
 }  // namespace metalx

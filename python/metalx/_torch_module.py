@@ -33,6 +33,15 @@ from metalx.memory import (  # noqa: F401
     reset_peak_memory_stats,
 )
 from metalx.shaders import compile_shader  # noqa: F401
+from metalx.streams import (  # noqa: F401
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 from metalx._lazy_init import _is_in_bad_fork, _lazy_init, is_initialized  # noqa: F401
 from metalx.random import (  # noqa: F401
     get_rng_state,

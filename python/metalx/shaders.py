@@ -40,8 +40,8 @@ first tensor argument's numel), `group_size` the threadgroup size (default
 min(threads, kernel.max_threads_per_threadgroup, 256), filled x first), and
 `threadgroup_memory` the byte lengths of [[threadgroup(i)]] arguments (an int or
 a list; rounded up to 16). Kernels dispatch with dispatchThreads on the device's
-default stream, ordered with all other metalx work: reading the result (`.cpu()`,
-printing, any op) sees the kernel's writes. Kernels are not autograd-aware.
+current stream, ordered with all other metalx work on it: reading the result
+(`.cpu()`, printing, any op on that stream) sees the kernel's writes. Kernels are not autograd-aware.
 
 Errors: bad source raises ShaderCompileError (a RuntimeError) whose message has
 the compiler's diagnostics as `NAME:LINE:COL: error ...` with NAME the `name=`

@@ -133,12 +133,5 @@ TEST(Stream, ThreadsEncodingConcurrentlyAreSerialised) {
   EXPECT_EQ(read<int>(data, n), std::vector<int>(n, 200));
 }
 
-TEST(Stream, DefaultStreamIsOnePerDevice) {
-  Stream& a = defaultStream(0);
-  EXPECT_EQ(&a, &defaultStream(0));
-  EXPECT_EQ(a.id(), 0);
-  EXPECT_EQ(a.deviceIndex(), 0);
-}
-
 }  // namespace
 }  // namespace metalx::testing
