@@ -17,6 +17,7 @@
 // METALX_FALLBACK (fallback_report.h).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
@@ -169,6 +170,9 @@ at::Tensor fromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   reportFallback(op.operator_name());
+  // Profilers show the fallback as its own range inside the op.
+  at::RecordFunction profiled(at::RecordScope::USER_SCOPE);
+  if (profiled.isActive()) profiled.before("metalx::cpu_fallback(" + c10::toString(op.operator_name()) + ")");
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const size_t first = stack->size() - num_args;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "allocator.h"
+#include "core/command_trace.h"
 #include "fallback_report.h"
 #include "device.h"
 #include "generator.h"
@@ -128,5 +129,18 @@ PYBIND11_MODULE(_C, m) {
     return "allow";
   });
   m.def("_buffer_info", [](const at::Tensor& t) { return translated([&] { return bufferInfo(t); }); });
+  // Device command tracing (core/command_trace.h), for torch.metalx.profiler.
+  m.def("_command_trace_start", [] { command_trace::start(); });
+  m.def("_command_trace_stop", [] { command_trace::stop(); });
+  m.def("_command_trace_take", [] {
+    using namespace py::literals;
+    py::list out;
+    for (const TracedCommand& c : command_trace::take()) {
+      const char* kind = c.kind == CommandKind::Kernel ? "kernel" : c.kind == CommandKind::Copy ? "copy" : "fill";
+      out.append(py::dict("name"_a = c.name, "kind"_a = kind, "device"_a = c.device, "stream"_a = c.stream,
+                          "gpu_start_s"_a = c.gpu_start_s, "gpu_end_s"_a = c.gpu_end_s, "bytes"_a = c.bytes));
+    }
+    return out;
+  });
   registerShaderBindings(m);
 }

@@ -65,6 +65,16 @@ set_target_properties(metalx_torch_extension PROPERTIES
 target_include_directories(metalx_torch_extension PRIVATE ${CMAKE_SOURCE_DIR}/backend)
 target_compile_definitions(metalx_torch_extension PRIVATE
   METALX_BUILT_FOR_TORCH="${METALX_TORCH_VERSION}")
+# torch.profiler integration (backend/profiler.cpp) implements a Kineto interface, whose
+# headers torch ships in a folder of their own.
+find_path(METALX_KINETO_INCLUDE IActivityProfiler.h PATHS ${TORCH_INCLUDE_DIRS}
+          PATH_SUFFIXES kineto NO_DEFAULT_PATH NO_CACHE)
+if(METALX_KINETO_INCLUDE)
+  target_include_directories(metalx_torch_extension PRIVATE ${METALX_KINETO_INCLUDE})
+else()
+  message(WARNING "metalx: this torch has no Kineto headers; torch.profiler will not show metalx kernels")
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/backend/profiler.cpp PROPERTIES HEADER_FILE_ONLY ON)
+endif()
 target_link_libraries(metalx_torch_extension PRIVATE
   metalx_kernels_host metalx_core metalx_runtime ${TORCH_LIBRARIES} metalx::torch_python)
 if(NOT APPLE)

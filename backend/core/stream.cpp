@@ -1,10 +1,75 @@
 // A stream of GPU work (see stream.h).
 #include "stream.h"
 
+#include <chrono>
 #include <stdexcept>
 #include <vector>
 
+#include "core/command_trace.h"
+
 namespace metalx {
+namespace {
+
+// While tracing: encoders that pass every call through and remember what the command
+// was, to name it in the trace.
+class NamingComputeEncoder final : public rt::ComputeEncoder {
+ public:
+  explicit NamingComputeEncoder(rt::ComputeEncoder& inner) : inner_(inner) {}
+  std::string name;
+
+  void endEncoding() override { inner_.endEncoding(); }
+  bool isEnded() const override { return inner_.isEnded(); }
+  void setLabel(const std::string& label) override { inner_.setLabel(label); }
+  void setComputePipeline(const rt::ComputePipelinePtr& pipeline) override {
+    inner_.setComputePipeline(pipeline);
+    if (pipeline && name.find(pipeline->functionName()) == std::string::npos)
+      name += (name.empty() ? "" : " + ") + pipeline->functionName();
+  }
+  void setBuffer(const rt::BufferPtr& buffer, size_t offset, uint32_t index) override {
+    inner_.setBuffer(buffer, offset, index);
+  }
+  void setBytes(const void* bytes, size_t length, uint32_t index) override { inner_.setBytes(bytes, length, index); }
+  void setThreadgroupMemoryLength(size_t length, uint32_t index) override {
+    inner_.setThreadgroupMemoryLength(length, index);
+  }
+  void dispatchThreads(rt::Size3 threads, rt::Size3 per_group) override { inner_.dispatchThreads(threads, per_group); }
+  void dispatchThreadgroups(rt::Size3 groups, rt::Size3 per_group) override {
+    inner_.dispatchThreadgroups(groups, per_group);
+  }
+
+ private:
+  rt::ComputeEncoder& inner_;
+};
+
+class NamingBlitEncoder final : public rt::BlitEncoder {
+ public:
+  explicit NamingBlitEncoder(rt::BlitEncoder& inner) : inner_(inner) {}
+  CommandKind kind = CommandKind::Copy;
+  uint64_t bytes = 0;
+
+  void endEncoding() override { inner_.endEncoding(); }
+  bool isEnded() const override { return inner_.isEnded(); }
+  void setLabel(const std::string& label) override { inner_.setLabel(label); }
+  void copyBuffer(const rt::BufferPtr& src, size_t src_offset, const rt::BufferPtr& dst, size_t dst_offset,
+                  size_t size) override {
+    inner_.copyBuffer(src, src_offset, dst, dst_offset, size);
+    bytes += size;
+  }
+  void fillBuffer(const rt::BufferPtr& buffer, size_t offset, size_t length, uint8_t value) override {
+    inner_.fillBuffer(buffer, offset, length, value);
+    kind = CommandKind::Fill;
+    bytes += length;
+  }
+
+ private:
+  rt::BlitEncoder& inner_;
+};
+
+double systemSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 Stream::Stream(rt::Device& device, int device_index, int64_t id, rt::PipelineCache* pipelines)
     : device_(device),
@@ -47,22 +112,60 @@ void Stream::countCommand() {
 
 void Stream::encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  if (command_trace::enabled() && tracing_depth_ == 0) {
+    beginTracedCommand();
+    if (!compute_) compute_ = commandBuffer().computeEncoder();
+    NamingComputeEncoder naming(*compute_);
+    try {
+      encode(naming);
+    } catch (...) {
+      --tracing_depth_;
+      throw;
+    }
+    endTracedCommand(naming.name.empty() ? "kernel" : naming.name, CommandKind::Kernel, 0);
+    return;
+  }
   if (!compute_) compute_ = commandBuffer().computeEncoder();
   encode(*compute_);
   countCommand();
 }
 
+void Stream::beginTracedCommand() {
+  commitLocked();  // the command gets a command buffer of its own
+  ++tracing_depth_;
+}
+
+void Stream::endTracedCommand(const std::string& name, CommandKind kind, uint64_t bytes) {
+  --tracing_depth_;
+  endCompute();
+  commandBuffer().addCompletedHandler([name, kind, bytes, device = device_index_, stream = id_,
+                                       correlation = command_trace::currentCorrelation()](rt::CommandBuffer& done) {
+    if (done.status() != rt::CommandBufferStatus::Completed) return;
+    command_trace::record(TracedCommand{name, kind, device, stream, done.gpuStartTime(), done.gpuEndTime(),
+                                        systemSeconds(), correlation, bytes});
+  });
+  commitLocked();
+}
+
 void Stream::encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  const bool traced = command_trace::enabled() && tracing_depth_ == 0;
+  if (traced) beginTracedCommand();
   endCompute();
   auto blit = commandBuffer().blitEncoder();
+  NamingBlitEncoder naming(*blit);
   try {
-    encode(*blit);
+    encode(naming);
   } catch (...) {
     blit->endEncoding();  // leave the command buffer usable for the next command
+    if (traced) --tracing_depth_;
     throw;
   }
   blit->endEncoding();
+  if (traced) {
+    endTracedCommand(naming.kind == CommandKind::Fill ? "fill" : "copy", naming.kind, naming.bytes);
+    return;
+  }
   countCommand();
 }
 

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/command_trace.h"
 #include "metalx/runtime/runtime.h"
 
 namespace metalx {
@@ -80,6 +81,8 @@ class Stream {
   void commitLocked();
   void completed(uint64_t sequence, const std::string& error);
   void countCommand();
+  void beginTracedCommand();
+  void endTracedCommand(const std::string& name, CommandKind kind, uint64_t bytes);
 
   rt::Device& device_;
   const int device_index_;
@@ -92,6 +95,7 @@ class Stream {
   rt::CommandBufferPtr cb_;
   rt::ComputeEncoderPtr compute_;
   int commands_in_cb_ = 0;
+  int tracing_depth_ = 0;  // > 0 while a traced command is being encoded
   uint64_t next_sequence_ = 1;       // number of the next command buffer to create
   uint64_t last_committed_ = 0;
   rt::CommandBufferPtr last_committed_cb_;

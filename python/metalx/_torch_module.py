@@ -15,6 +15,7 @@ from metalx._device import (  # noqa: F401
     set_device,
     synchronize,
 )
+from metalx import profiler  # noqa: F401  (torch.metalx.profiler, as torch.mps.profiler)
 from metalx import random  # noqa: F401  (torch.metalx.random, as torch.cuda.random)
 from metalx.fallback import (  # noqa: F401
     fallback_mode,
