@@ -212,5 +212,17 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 
+// Ops that would not reach the boxed fallback on their own: they have a
+// CompositeExplicitAutograd kernel, which PrivateUse1 uses when it has none of its own.
+// - native_layer_norm, native_group_norm, addr: the decompositions compute in the input's
+//   precision (half: a native_batch_norm then a rounded mul), where CPU's kernels
+//   accumulate in float; results would differ from CPU's.
+// - conj_physical_: its composite calls a DispatchStub for the tensor's device type,
+//   which has no metalx entry ("missing kernel").
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_"})
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+
 }  // namespace
 }  // namespace metalx

@@ -134,3 +134,26 @@ def test_new_results_need_no_copy_to_the_device():
     s.resize_(5000)  # adopted results are ordinary, resizable metalx tensors
     assert s.shape == (5000,)
 
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_ops_with_composite_kernels_run_cpus_kernels(dtype):
+    # layer_norm, group_norm and addr have decompositions torch would otherwise use for
+    # metalx, computing in half precision; metalx sends them to CPU's float-accumulating
+    # kernels, so the results equal CPU's exactly.
+    x = torch.randn(6, 32, dtype=dtype) * 10 + 3
+    w, b = torch.randn(32, dtype=dtype), torch.randn(32, dtype=dtype)
+    d = lambda t: t.to("metalx")  # noqa: E731
+    F = torch.nn.functional
+    torch.testing.assert_close(F.layer_norm(d(x), (32,), d(w), d(b)).cpu(), F.layer_norm(x, (32,), w, b), rtol=0, atol=0)
+    g = x.reshape(6, 8, 4)
+    torch.testing.assert_close(F.group_norm(d(g), 4).cpu(), F.group_norm(g, 4), rtol=0, atol=0)
+    m, u, v = torch.randn(6, 5, dtype=dtype), torch.randn(6, dtype=dtype), torch.randn(5, dtype=dtype)
+    torch.testing.assert_close(torch.addr(d(m), d(u), d(v)).cpu(), torch.addr(m, u, v), rtol=0, atol=0)
+
+
+def test_in_place_conj_physical():
+    z = torch.randn(5, dtype=torch.complex64)
+    on_device = z.to("metalx")
+    assert on_device.conj_physical_() is on_device
+    torch.testing.assert_close(on_device.cpu(), z.conj_physical(), rtol=0, atol=0)
