@@ -22,15 +22,21 @@ from metalx.fallback import (  # noqa: F401
     reset_fallback_stats,
     set_fallback_mode,
 )
+from metalx import memory  # noqa: F401  (torch.metalx.memory, as torch.cuda.memory)
 from metalx.memory import (  # noqa: F401
     empty_cache,
+    get_per_process_memory_fraction,
     host_memory_stats,
     max_memory_allocated,
     max_memory_reserved,
+    mem_get_info,
     memory_allocated,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
+    memory_summary,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from metalx.shaders import compile_shader  # noqa: F401
 from metalx._lazy_init import _is_in_bad_fork, _lazy_init, is_initialized  # noqa: F401
