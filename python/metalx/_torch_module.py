@@ -15,6 +15,7 @@ from metalx._device import (  # noqa: F401
     set_device,
     synchronize,
 )
+from metalx import amp  # noqa: F401  (torch.metalx.amp, as torch.cuda.amp)
 from metalx import random  # noqa: F401  (torch.metalx.random, as torch.cuda.random)
 from metalx.fallback import (  # noqa: F401
     fallback_mode,
