@@ -277,3 +277,21 @@ def test_truncated_checkpoint_is_a_clear_error_and_changes_nothing(tmp_path, kee
         assert torch.equal(v.cpu(), before[k]), k
     assert path.read_bytes() == data
     model.load_state_dict(torch.load(path))  # the intact file still loads
+
+
+@pytest.mark.parametrize("map_location, device", [(None, "metalx:0"), ("cpu", "cpu"), ("metalx", "metalx:0")])
+def test_memory_mapped_load(tmp_path, map_location, device):
+    path = tmp_path / "mapped.pt"
+    torch.save({"x": torch.arange(5.0, device="metalx")}, path)
+    loaded = torch.load(path, mmap=True, map_location=map_location)["x"]
+    assert loaded.device == torch.device(device) and loaded.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_legacy_format_round_trip():
+    buffer = io.BytesIO()
+    x = torch.arange(6.0, device="metalx").reshape(2, 3)
+    torch.save({"x": x, "row": x[1]}, buffer, _use_new_zipfile_serialization=False)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert loaded["x"].device == torch.device("metalx:0") and torch.equal(loaded["x"].cpu(), x.cpu())
+    assert loaded["row"].untyped_storage().data_ptr() == loaded["x"].untyped_storage().data_ptr()
