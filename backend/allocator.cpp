@@ -126,12 +126,12 @@ class MetalxDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   // (free, total) as torch.accelerator.get_memory_info reports them: total is what
-  // metalx may hold on this device (its limit), free what is left of it.
+  // metalx may hold on this device (its limit), free what tensors leave of it (cached
+  // blocks count as free: the allocator releases them when it needs the room).
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     CachingAllocator& a = cachingAllocator(resolveDeviceIndex(device));
-    const uint64_t limit = a.limit(), reserved = a.stats().reserved_bytes;
-    const uint64_t cached = reserved - std::min(reserved, a.stats().allocated_bytes);
-    return {static_cast<size_t>(limit - std::min(limit, reserved) + cached), static_cast<size_t>(limit)};
+    const uint64_t limit = a.limit(), allocated = a.stats().allocated_bytes;
+    return {static_cast<size_t>(limit - std::min(limit, allocated)), static_cast<size_t>(limit)};
   }
 };
 
@@ -174,6 +174,18 @@ c10::DeviceIndex deviceOfPointer(const void* ptr) {
 AllocatorStats allocatorStats(c10::DeviceIndex index) { return cachingAllocator(index).stats(); }
 void resetPeakAllocatorStats(c10::DeviceIndex index) { cachingAllocator(index).resetPeakStats(); }
 void emptyAllocatorCache() { allocator_instance.emptyCache({0, 0}); }
+
+std::vector<SegmentSnapshot> allocatorSnapshot(c10::DeviceIndex index) {
+  return cachingAllocator(index).snapshot();
+}
+void setAllocatorMemoryFraction(c10::DeviceIndex index, double fraction) {
+  cachingAllocator(index).setMemoryFraction(fraction);
+}
+double allocatorMemoryFraction(c10::DeviceIndex index) { return cachingAllocator(index).memoryFraction(); }
+uint64_t allocatorLimit(c10::DeviceIndex index) { return cachingAllocator(index).limit(); }
+std::pair<size_t, size_t> allocatorMemoryInfo(c10::DeviceIndex index) {
+  return allocator_instance.getMemoryInfo(index);
+}
 
 void resizeStorageBytes(c10::StorageImpl& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "metalx: trying to resize a storage that is not resizable");

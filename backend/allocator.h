@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "core/caching_allocator.h"
 #include "metalx/runtime/buffer.h"
@@ -39,6 +40,16 @@ c10::DeviceIndex deviceOfPointer(const void* ptr);
 AllocatorStats allocatorStats(c10::DeviceIndex index);
 void resetPeakAllocatorStats(c10::DeviceIndex index);
 void emptyAllocatorCache();
+
+// Introspection and the per-process limit (torch.metalx.memory_snapshot,
+// set_per_process_memory_fraction, mem_get_info).
+std::vector<SegmentSnapshot> allocatorSnapshot(c10::DeviceIndex index);
+void setAllocatorMemoryFraction(c10::DeviceIndex index, double fraction);
+double allocatorMemoryFraction(c10::DeviceIndex index);
+uint64_t allocatorLimit(c10::DeviceIndex index);
+// (free, total) bytes: total is the allocator's limit, free what of it is not held by
+// tensors (cached blocks count as free: they are released on demand).
+std::pair<size_t, size_t> allocatorMemoryInfo(c10::DeviceIndex index);
 
 // Grows or shrinks a metalx storage to `nbytes`, keeping the common prefix of its
 // contents (Storage.resize_, Tensor.resize_).

@@ -17,7 +17,9 @@
 #include "generator.h"
 #include "pinned_memory.h"
 #include "python_errors.h"
+#include "python_memory.h"
 #include "shader_library.h"
+#include "metalx/runtime/device.h"
 #include "metalx/runtime/driver.h"
 
 #ifndef METALX_BUILT_FOR_TORCH
@@ -65,6 +67,22 @@ py::dict memoryStats(c10::DeviceIndex index) {
   d["num_alloc_retries"] = s.oom_retries;
   d["num_ooms"] = s.ooms;
   return d;
+}
+
+// A device's name and limits as the runtime reports them (python -m metalx).
+py::dict deviceInfo(c10::DeviceIndex index) {
+  using namespace py::literals;
+  checkDeviceIndex(index);
+  const rt::DeviceInfo& info = runtimeDevice(index).info();
+  const auto& dims = info.max_threads_per_threadgroup_dims;
+  return py::dict("name"_a = info.name, "is_simulated"_a = info.is_simulated,
+                  "has_unified_memory"_a = info.has_unified_memory,
+                  "max_threads_per_threadgroup"_a = info.max_threads_per_threadgroup,
+                  "max_threads_per_threadgroup_dims"_a = py::make_tuple(dims.width, dims.height, dims.depth),
+                  "max_threadgroup_memory_length"_a = info.max_threadgroup_memory_length,
+                  "simd_width"_a = info.simd_width,
+                  "recommended_max_working_set_size"_a = info.recommended_max_working_set_size,
+                  "max_buffer_length"_a = info.max_buffer_length);
 }
 
 }  // namespace
@@ -142,5 +160,7 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   });
+  m.def("_device_info", [](int64_t index) { return translated([&] { return deviceInfo(toIndex(index)); }); });
   registerShaderBindings(m);
+  registerMemoryBindings(m);
 }

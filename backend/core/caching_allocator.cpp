@@ -2,6 +2,7 @@
 #include "core/caching_allocator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -42,6 +43,8 @@ struct CachingAllocator::Segment {
   size_t size;
   bool small;
   size_t live_blocks = 0;  // allocated or pending
+  Block* head = nullptr;   // the block at offset 0: merges keep the left block, so it
+                           // lives as long as the segment (for snapshot())
 };
 
 struct CachingAllocator::Block {
@@ -131,6 +134,7 @@ CachingAllocator::Block* CachingAllocator::allocateLocked(size_t rounded, bool s
     Segment* s = newSegment(segment_size, small);
     if (!s) return nullptr;
     b = new Block{s, 0, segment_size};
+    s->head = b;
     pool.insert(b);
     b = takeFromPool(pool, rounded, small);
   }
@@ -278,6 +282,46 @@ uint64_t CachingAllocator::limit() const {
 void CachingAllocator::setLimit(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   limit_ = bytes ? bytes : defaultLimit(device_);
+  fraction_ = 0;
+}
+
+void CachingAllocator::setMemoryFraction(double fraction) {
+  if (!(fraction > 0) || !std::isfinite(fraction))
+    throw std::invalid_argument("memory fraction must be a finite number > 0");
+  std::lock_guard<std::mutex> lock(mutex_);
+  fraction_ = fraction;
+  limit_ = static_cast<uint64_t>(fraction * double(device_.info().recommended_max_working_set_size));
+}
+
+double CachingAllocator::memoryFraction() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The multiple as it was given (a quotient of truncated byte counts is not exact).
+  if (fraction_ > 0) return fraction_;
+  if (limit_ == defaultLimit(device_)) return highWatermarkRatio();
+  const double working_set = double(device_.info().recommended_max_working_set_size);
+  return working_set > 0 ? double(limit_) / working_set : 0.0;
+}
+
+std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<SegmentSnapshot> out;
+  out.reserve(segments_.size());
+  for (const auto& [base, segment] : segments_) {  // ordered by address
+    SegmentSnapshot s{base, segment->size, segment->small, {}};
+    for (const Block* b = segment->head; b; b = b->next) {
+      BlockSnapshot block;
+      block.offset = b->offset;
+      block.size = b->size;
+      if (b->allocated || b->pending) {
+        block.state = b->allocated ? BlockSnapshot::State::Allocated : BlockSnapshot::State::PendingFree;
+        block.requested = b->allocated ? b->requested : 0;
+        block.stream = b->stream ? b->stream->id() : -1;
+      }
+      s.blocks.push_back(block);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 bool CachingAllocator::lookup(const void* ptr, rt::BufferPtr* buffer, size_t* offset) const {
@@ -298,10 +342,17 @@ std::string CachingAllocator::oomMessage(size_t requested) const {
   m << "metalx out of memory on device " << device_index_ << ": tried to allocate " << bytes(requested)
     << "; " << bytes(stats_.allocated_bytes) << " is allocated by tensors, " << bytes(stats_.reserved_bytes)
     << " is reserved by metalx (" << bytes(cached) << " of it cached and free, " << bytes(stats_.pending_free_bytes)
-    << " freed but still in use by queued GPU work); the limit is " << bytes(limit_)
-    << " (METALX_HIGH_WATERMARK_RATIO=" << highWatermarkRatio() << " x the device's recommended working set of "
-    << bytes(device_.info().recommended_max_working_set_size)
-    << "). Free tensors, call torch.metalx.empty_cache(), or raise METALX_HIGH_WATERMARK_RATIO.";
+    << " freed but still in use by queued GPU work); the limit is " << bytes(limit_) << " (";
+  // Name where the limit came from, so the advice says which knob to turn.
+  if (fraction_ > 0) {
+    m << "torch.metalx.set_per_process_memory_fraction(" << fraction_ << ") x the device's recommended working set of "
+      << bytes(device_.info().recommended_max_working_set_size)
+      << "). Free tensors, call torch.metalx.empty_cache(), or raise the memory fraction.";
+  } else {
+    m << "METALX_HIGH_WATERMARK_RATIO=" << highWatermarkRatio() << " x the device's recommended working set of "
+      << bytes(device_.info().recommended_max_working_set_size)
+      << "). Free tensors, call torch.metalx.empty_cache(), or raise METALX_HIGH_WATERMARK_RATIO.";
+  }
   return m.str();
 }
 

@@ -49,6 +49,22 @@ struct AllocatorStats {
   uint64_t ooms = 0;
 };
 
+// The allocator's state at one moment, for torch.metalx.memory_snapshot(): every
+// device buffer it holds (a segment) and the blocks it is cut into, by address.
+struct BlockSnapshot {
+  enum class State { Allocated, PendingFree, Free };
+  size_t offset = 0, size = 0;
+  size_t requested = 0;  // as asked for (0 unless allocated)
+  State state = State::Free;
+  int64_t stream = -1;  // id of the stream the block was allocated on; -1 when free
+};
+struct SegmentSnapshot {
+  uintptr_t address = 0;
+  size_t size = 0;
+  bool small = false;
+  std::vector<BlockSnapshot> blocks;
+};
+
 class CachingAllocator {
  public:
   struct Block;
@@ -71,6 +87,13 @@ class CachingAllocator {
   uint64_t limit() const;
   int deviceIndex() const { return device_index_; }
   void setLimit(uint64_t bytes);
+  // The limit as a multiple of the device's recommended working set, as
+  // torch.metalx.set_per_process_memory_fraction sets it (> 0). memoryFraction() is
+  // the multiple in effect, set or from METALX_HIGH_WATERMARK_RATIO.
+  void setMemoryFraction(double fraction);
+  double memoryFraction() const;
+
+  std::vector<SegmentSnapshot> snapshot() const;
 
   // The buffer and byte offset behind a pointer inside a live block.
   bool lookup(const void* ptr, rt::BufferPtr* buffer, size_t* offset) const;
@@ -100,6 +123,7 @@ class CachingAllocator {
   const int device_index_;
   mutable std::mutex mutex_;
   uint64_t limit_;
+  double fraction_ = 0;  // set by setMemoryFraction; 0: the limit comes from elsewhere
   Pool small_pool_, large_pool_;
   std::map<uintptr_t, Segment*> segments_;  // by base address, for lookup()
   AllocatorStats stats_;

@@ -39,6 +39,7 @@ def load() -> None:
         except Exception as error:
             _failure = MetalxLoadError(_diagnostics.load_failure_message(error))
             _failure.__cause__ = error
+            _explain_metalx_checkpoints(_failure)
             raise _failure
         _loaded = True
 
@@ -53,6 +54,18 @@ def autoload() -> None:
         load()
     except Exception as error:
         warnings.warn(str(error), RuntimeWarning, stacklevel=2)
+
+
+def _explain_metalx_checkpoints(failure) -> None:
+    # Best effort: reporting the load failure itself matters more than this.
+    try:
+        import torch
+
+        from metalx._checkpoint_guard import refuse_metalx_storages
+
+        refuse_metalx_storages(torch, failure)
+    except Exception:
+        pass
 
 
 def _load_once() -> None:

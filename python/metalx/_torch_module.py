@@ -15,6 +15,7 @@ from metalx._device import (  # noqa: F401
     set_device,
     synchronize,
 )
+from metalx import amp  # noqa: F401  (torch.metalx.amp, as torch.cuda.amp)
 from metalx import profiler  # noqa: F401  (torch.metalx.profiler, as torch.mps.profiler)
 from metalx import random  # noqa: F401  (torch.metalx.random, as torch.cuda.random)
 from metalx.fallback import (  # noqa: F401
@@ -23,15 +24,21 @@ from metalx.fallback import (  # noqa: F401
     reset_fallback_stats,
     set_fallback_mode,
 )
+from metalx import memory  # noqa: F401  (torch.metalx.memory, as torch.cuda.memory)
 from metalx.memory import (  # noqa: F401
     empty_cache,
+    get_per_process_memory_fraction,
     host_memory_stats,
     max_memory_allocated,
     max_memory_reserved,
+    mem_get_info,
     memory_allocated,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
+    memory_summary,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from metalx.shaders import compile_shader  # noqa: F401
 from metalx.streams import (  # noqa: F401

@@ -1,5 +1,7 @@
 // metalx::CachingAllocator: reuse, pools, splitting and merging, reuse deferred until
 // in-flight GPU work completes, statistics, the memory limit and its error.
+#include <limits>
+#include <string>
 #include <thread>
 
 #include "core/caching_allocator.h"
@@ -243,6 +245,82 @@ TEST(CachingAllocator, ConcurrentAllocateAndFreeKeepStatisticsConsistent) {
   EXPECT_EQ(st.allocations, st.frees);
   a.emptyCache();
   EXPECT_EQ(a.stats().reserved_bytes, 0u);
+}
+
+TEST(CachingAllocator, SnapshotTilesEachSegmentWithItsBlocksAndTheirStates) {
+  Stream s(dev(), 0, 23);
+  CachingAllocator a(dev(), 0);
+  auto* small = a.allocate(1000, s);
+  auto* large = a.allocate(3 * MiB, s);
+  auto* freed = a.allocate(1000, s);
+  a.free(freed);  // no queued work: free at once, merged into the small segment's tail
+
+  auto segments = a.snapshot();
+  ASSERT_EQ(segments.size(), 2u);
+  uint64_t total = 0;
+  for (const SegmentSnapshot& seg : segments) {
+    size_t offset = 0;
+    for (const BlockSnapshot& b : seg.blocks) {
+      EXPECT_EQ(b.offset, offset);
+      offset += b.size;
+    }
+    EXPECT_EQ(offset, seg.size);
+    total += seg.size;
+  }
+  EXPECT_EQ(total, a.stats().reserved_bytes);
+  const SegmentSnapshot& small_segment = segments[0].small ? segments[0] : segments[1];
+  const SegmentSnapshot& large_segment = segments[0].small ? segments[1] : segments[0];
+  ASSERT_EQ(small_segment.blocks.size(), 2u);
+  EXPECT_EQ(small_segment.address + small_segment.blocks[0].offset, reinterpret_cast<uintptr_t>(ptr(small)));
+  EXPECT_EQ(small_segment.blocks[0].state, BlockSnapshot::State::Allocated);
+  EXPECT_EQ(small_segment.blocks[0].requested, 1000u);
+  EXPECT_EQ(small_segment.blocks[0].stream, 23);
+  EXPECT_EQ(small_segment.blocks[1].state, BlockSnapshot::State::Free);
+  EXPECT_EQ(small_segment.blocks[1].size, 2 * MiB - 1024);
+  EXPECT_EQ(large_segment.blocks[0].state, BlockSnapshot::State::Allocated);
+  EXPECT_EQ(large_segment.blocks[0].size, 3 * MiB);
+
+  a.free(small);
+  a.free(large);
+  a.emptyCache();
+  EXPECT_TRUE(a.snapshot().empty());
+}
+
+TEST(CachingAllocator, SnapshotShowsBlocksFreedWhileGpuWorkIsQueuedAsPending) {
+  Stream s(dev(), 0, 24);
+  CachingAllocator a(dev(), 0);
+  auto gate = dev().newEvent();
+  auto* b = a.allocate(4 * MiB, s);
+  gatedWriteInto(s, a, b, gate);
+  a.free(b);
+  EXPECT_EQ(a.snapshot()[0].blocks[0].state, BlockSnapshot::State::PendingFree);
+  gate->signal(1);
+  s.synchronize();
+  EXPECT_EQ(a.snapshot()[0].blocks[0].state, BlockSnapshot::State::Free);
+}
+
+TEST(CachingAllocator, MemoryFractionSetsTheLimitAndTheErrorNamesIt) {
+  Stream s(dev(), 0, 25);
+  CachingAllocator a(dev(), 0);
+  const uint64_t working_set = dev().info().recommended_max_working_set_size;
+  const double fraction = double(8 * MiB) / double(working_set);
+  a.setMemoryFraction(fraction);
+  EXPECT_EQ(a.memoryFraction(), fraction);
+  EXPECT_EQ(a.limit(), static_cast<uint64_t>(fraction * double(working_set)));
+  auto* x = a.allocate(6 * MiB, s);
+  try {
+    a.allocate(4 * MiB, s);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("set_per_process_memory_fraction"), std::string::npos) << m;
+    EXPECT_EQ(m.find("METALX_HIGH_WATERMARK_RATIO"), std::string::npos) << m;
+  }
+  EXPECT_THROW(a.setMemoryFraction(0), std::invalid_argument);
+  EXPECT_THROW(a.setMemoryFraction(-1), std::invalid_argument);
+  EXPECT_THROW(a.setMemoryFraction(std::numeric_limits<double>::infinity()), std::invalid_argument);
+  EXPECT_EQ(a.memoryFraction(), fraction);  // unchanged by the rejected values
+  a.free(x);
 }
 
 }  // namespace
