@@ -219,8 +219,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 //   accumulate in float; results would differ from CPU's.
 // - conj_physical_: its composite calls a DispatchStub for the tensor's device type,
 //   which has no metalx entry ("missing kernel").
+// - mse_loss, smooth_l1_loss: the structured wrapper would call the .out kernel with the
+//   reduced (0-dim) output, which CPU's out kernel uses as an elementwise scratch first:
+//   right values, but a "was resized" warning on every call.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_"})
+  for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_", "mse_loss",
+                         "smooth_l1_loss"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

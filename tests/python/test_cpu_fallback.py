@@ -157,3 +157,12 @@ def test_in_place_conj_physical():
     on_device = z.to("metalx")
     assert on_device.conj_physical_() is on_device
     torch.testing.assert_close(on_device.cpu(), z.conj_physical(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("loss", ["mse_loss", "smooth_l1_loss"])
+def test_reduced_losses_match_cpu_without_resize_warnings(loss, recwarn):
+    fn = getattr(torch.nn.functional, loss)
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    for reduction in ("mean", "sum", "none"):
+        torch.testing.assert_close(fn(a.to("metalx"), b.to("metalx"), reduction=reduction).cpu(), fn(a, b, reduction=reduction))
+    assert not [w for w in recwarn if "resized" in str(w.message)]
