@@ -13,6 +13,7 @@
 #include "allocator.h"
 #include "fallback_report.h"
 #include "device.h"
+#include "extension_api.h"
 #include "generator.h"
 #include "pinned_memory.h"
 #include "python_errors.h"
@@ -129,4 +130,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_buffer_info", [](const at::Tensor& t) { return translated([&] { return bufferInfo(t); }); });
   registerShaderBindings(m);
+  registerExtensionApi(m);  // metalx/extension.h reaches metalx through it
 }
