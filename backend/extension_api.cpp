@@ -81,7 +81,9 @@ void encodeCompute(c10::DeviceIndex device, const ext::ComputeEncodeFn& encode) 
   TORCH_CHECK(encode, "metalx::ext::encodeCompute: the encode function is empty");
   const c10::DeviceIndex index = validDevice(device);
   translatingRuntimeErrors("metalx::ext::encodeCompute", [&] {
-    currentStream(index).encodeCompute([&](rt::ComputeEncoder& shared) {
+    // Exclusive: a metalx op called from inside `encode` would reuse (and re-bind) the
+    // encoder `encode` is using; the stream refuses it with a clear error instead.
+    currentStream(index).encodeComputeExclusive([&](rt::ComputeEncoder& shared) {
       ExtensionEncoder guarded(shared);
       encode(guarded);
     });

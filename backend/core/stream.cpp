@@ -45,15 +45,41 @@ void Stream::countCommand() {
   if (++commands_in_cb_ >= kMaxCommandsPerCommandBuffer) commitLocked();
 }
 
+// Only the thread holding encode_mutex_ can get here while exclusive_ is set (the
+// mutex is recursive), so this catches re-entry from the exclusive callback itself.
+void Stream::checkNotExclusive(const char* what) const {
+  rt::check(!exclusive_, rt::ErrorKind::Validation,
+            std::string(what) + " on metalx stream " + std::to_string(id_) +
+                " from inside a C++ extension's encodeCompute callback: it would change or end "
+                "the encoder the callback is using; run metalx ops before or after encodeCompute");
+}
+
 void Stream::encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("compute work encoded");
   if (!compute_) compute_ = commandBuffer().computeEncoder();
   encode(*compute_);
   countCommand();
 }
 
+void Stream::encodeComputeExclusive(const std::function<void(rt::ComputeEncoder&)>& encode) {
+  std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("compute work encoded");
+  if (!compute_) compute_ = commandBuffer().computeEncoder();
+  exclusive_ = true;
+  try {
+    encode(*compute_);
+  } catch (...) {
+    exclusive_ = false;
+    throw;
+  }
+  exclusive_ = false;
+  countCommand();
+}
+
 void Stream::encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("blit work encoded");
   endCompute();
   auto blit = commandBuffer().blitEncoder();
   try {
@@ -68,6 +94,7 @@ void Stream::encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode) {
 
 void Stream::encodeWait(const rt::EventPtr& event, uint64_t value) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("an event wait encoded");
   endCompute();
   commandBuffer().encodeWait(event, value);
   countCommand();
@@ -75,6 +102,7 @@ void Stream::encodeWait(const rt::EventPtr& event, uint64_t value) {
 
 void Stream::encodeSignal(const rt::EventPtr& event, uint64_t value) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("an event signal encoded");
   endCompute();
   commandBuffer().encodeSignal(event, value);
   countCommand();
@@ -82,6 +110,7 @@ void Stream::encodeSignal(const rt::EventPtr& event, uint64_t value) {
 
 rt::CommandBufferPtr Stream::recordEvent(const rt::EventPtr& event, uint64_t value) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("an event recorded");
   endCompute();
   commandBuffer().encodeSignal(event, value);
   rt::CommandBufferPtr signalling = cb_;
@@ -98,6 +127,7 @@ uint64_t Stream::currentSequence() const {
 
 void Stream::commitLocked() {
   if (!cb_) return;
+  checkNotExclusive("a commit (flush, synchronize, query)");
   endCompute();
   last_committed_ = next_sequence_ - 1;
   last_committed_cb_ = cb_;

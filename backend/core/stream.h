@@ -41,6 +41,11 @@ class Stream {
 
   // Runs `encode` with the stream's open compute encoder (opened if needed).
   void encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode);
+  // Like encodeCompute, for code outside metalx (C++ extensions): while `encode` runs,
+  // anything else that would encode on or commit this stream from inside it (a metalx
+  // op the callback calls) throws Error(Validation) instead, because it would change
+  // the pipeline and bindings of the encoder the callback is using, or end it.
+  void encodeComputeExclusive(const std::function<void(rt::ComputeEncoder&)>& encode);
   // Runs `encode` with a blit encoder (ending the compute encoder first).
   void encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode);
   // The device waits for / signals `event` at this point of the stream.
@@ -80,6 +85,7 @@ class Stream {
   void commitLocked();
   void completed(uint64_t sequence, const std::string& error);
   void countCommand();
+  void checkNotExclusive(const char* what) const;  // needs encode_mutex_
 
   rt::Device& device_;
   const int device_index_;
@@ -92,6 +98,7 @@ class Stream {
   rt::CommandBufferPtr cb_;
   rt::ComputeEncoderPtr compute_;
   int commands_in_cb_ = 0;
+  bool exclusive_ = false;  // inside encodeComputeExclusive's callback
   uint64_t next_sequence_ = 1;       // number of the next command buffer to create
   uint64_t last_committed_ = 0;
   rt::CommandBufferPtr last_committed_cb_;

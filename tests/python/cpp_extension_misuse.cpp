@@ -38,6 +38,11 @@ void misuse(const at::Tensor& x, const std::string& what) {
     });
   } else if (what == "end_encoding") {
     metalx::ext::encodeCompute(device, [&](metalx::rt::ComputeEncoder& e) { e.endEncoding(); });
+  } else if (what == "metalx_op_inside") {  // would re-bind the encoder in use
+    metalx::ext::encodeCompute(device, [&](metalx::rt::ComputeEncoder& e) {
+      e.setComputePipeline(pipeline);
+      x.fill_(1.0);
+    });
   } else if (what == "too_many_bytes") {  // a runtime validation error, not the guard's
     std::vector<char> bytes(8192);
     metalx::ext::encodeCompute(device, [&](metalx::rt::ComputeEncoder& e) {

@@ -159,6 +159,7 @@ def test_bad_input_errors(torch, ext):
         ("unbound_argument", r"twice declares in \[\[buffer\(1\)\]\] but it was not bound"),
         ("no_pipeline", r"dispatch without setComputePipeline\(\)"),
         ("end_encoding", r"must not call endEncoding\(\)"),
+        ("metalx_op_inside", r"on metalx stream 0 from inside a C\+\+ extension's encodeCompute callback"),
         ("too_many_bytes", r"encodeCompute: setBytes: length 8192 must be between 1 and 4096"),
         ("compile_error", r"(?s)compileLibrary: .*broken\.metal:2:47: error"),
         ("unknown_kernel", r"no kernel 'thrice'; its kernels: twice"),

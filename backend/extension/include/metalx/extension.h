@@ -18,7 +18,8 @@
 // encoded inside torch.metalx.stream(s) runs on s. There is deliberately no access to
 // the command buffer: a second encoder on it would break metalx's open one (Metal
 // allows one encoder at a time), so the encoder handed to `encode` is the only one.
-// It is valid only during the call, may not be ended, and checks at dispatch that
+// It is valid only during the call, may not be ended, metalx ops may not be called
+// from inside the call (they would share the encoder), and it checks at dispatch that
 // every [[buffer(n)]] / [[threadgroup(n)]] the kernel declares was bound in this call
 // (bindings persist in a shared encoder: a forgotten one would read another kernel's).
 //
