@@ -14,6 +14,7 @@
 #include "core/command_trace.h"
 #include "fallback_report.h"
 #include "device.h"
+#include "extension_api.h"
 #include "generator.h"
 #include "pinned_memory.h"
 #include "python_errors.h"
@@ -163,4 +164,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_info", [](int64_t index) { return translated([&] { return deviceInfo(toIndex(index)); }); });
   registerShaderBindings(m);
   registerMemoryBindings(m);
+  registerExtensionApi(m);  // metalx/extension.h reaches metalx through it
 }

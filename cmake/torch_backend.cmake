@@ -62,7 +62,8 @@ set_target_properties(metalx_torch_extension PROPERTIES
   # libtorch*.so are loaded by `import torch` before metalx._C; the RPATH covers a
   # direct load of the module too (site-packages/metalx/ -> site-packages/torch/lib).
   INSTALL_RPATH "${_metalx_origin}/../torch/lib")
-target_include_directories(metalx_torch_extension PRIVATE ${CMAKE_SOURCE_DIR}/backend)
+target_include_directories(metalx_torch_extension PRIVATE ${CMAKE_SOURCE_DIR}/backend
+  ${CMAKE_SOURCE_DIR}/backend/extension/include)
 target_compile_definitions(metalx_torch_extension PRIVATE
   METALX_BUILT_FOR_TORCH="${METALX_TORCH_VERSION}")
 # torch.profiler integration (backend/profiler.cpp) implements a Kineto interface, whose
@@ -87,6 +88,10 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/build_info.py.in
 
 install(TARGETS metalx_torch_extension LIBRARY DESTINATION metalx)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/metalx/_build_info.py DESTINATION metalx)
+# Headers for C++ extensions (metalx/extension.h and the runtime interface it hands
+# out), found by metalx.cpp_extension.include_paths().
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/backend/extension/include/ DESTINATION metalx/include)
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/backend/runtime/include/ DESTINATION metalx/include)
 if(METALX_WITH_SIM)
   # The simulator finds its prelude next to the library it is linked into
   # (<dir of _C>/metalsim/...) to compile shaders at run time.

@@ -110,23 +110,44 @@ void Stream::countCommand() {
   if (++commands_in_cb_ >= kMaxCommandsPerCommandBuffer) commitLocked();
 }
 
+// Only the thread holding encode_mutex_ can get here while exclusive_ is set (the
+// mutex is recursive), so this catches re-entry from the exclusive callback itself.
+void Stream::checkNotExclusive(const char* what) const {
+  rt::check(!exclusive_, rt::ErrorKind::Validation,
+            std::string(what) + " on metalx stream " + std::to_string(id_) +
+                " from inside a C++ extension's encodeCompute callback: it would change or end "
+                "the encoder the callback is using; run metalx ops before or after encodeCompute");
+}
+
 void Stream::encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode) {
+  encodeComputeWith(encode, false);
+}
+
+void Stream::encodeComputeExclusive(const std::function<void(rt::ComputeEncoder&)>& encode) {
+  encodeComputeWith(encode, true);
+}
+
+void Stream::encodeComputeWith(const std::function<void(rt::ComputeEncoder&)>& encode, bool exclusive) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
-  if (command_trace::enabled() && tracing_depth_ == 0) {
-    beginTracedCommand();
-    if (!compute_) compute_ = commandBuffer().computeEncoder();
-    NamingComputeEncoder naming(*compute_);
-    try {
-      encode(naming);
-    } catch (...) {
-      --tracing_depth_;
-      throw;
-    }
+  checkNotExclusive("compute work encoded");
+  const bool traced = command_trace::enabled() && tracing_depth_ == 0;
+  if (traced) beginTracedCommand();
+  if (!compute_) compute_ = commandBuffer().computeEncoder();
+  NamingComputeEncoder naming(*compute_);
+  exclusive_ = exclusive;
+  try {
+    if (traced) encode(naming);
+    else encode(*compute_);
+  } catch (...) {
+    exclusive_ = false;
+    if (traced) --tracing_depth_;
+    throw;
+  }
+  exclusive_ = false;
+  if (traced) {
     endTracedCommand(naming.name.empty() ? "kernel" : naming.name, CommandKind::Kernel, 0);
     return;
   }
-  if (!compute_) compute_ = commandBuffer().computeEncoder();
-  encode(*compute_);
   countCommand();
 }
 
@@ -149,6 +170,7 @@ void Stream::endTracedCommand(const std::string& name, CommandKind kind, uint64_
 
 void Stream::encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("blit work encoded");
   const bool traced = command_trace::enabled() && tracing_depth_ == 0;
   if (traced) beginTracedCommand();
   endCompute();
@@ -171,6 +193,7 @@ void Stream::encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode) {
 
 void Stream::encodeWait(const rt::EventPtr& event, uint64_t value) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("an event wait encoded");
   endCompute();
   commandBuffer().encodeWait(event, value);
   countCommand();
@@ -178,6 +201,7 @@ void Stream::encodeWait(const rt::EventPtr& event, uint64_t value) {
 
 void Stream::encodeSignal(const rt::EventPtr& event, uint64_t value) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("an event signal encoded");
   endCompute();
   commandBuffer().encodeSignal(event, value);
   countCommand();
@@ -185,6 +209,7 @@ void Stream::encodeSignal(const rt::EventPtr& event, uint64_t value) {
 
 rt::CommandBufferPtr Stream::recordEvent(const rt::EventPtr& event, uint64_t value) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+  checkNotExclusive("an event recorded");
   endCompute();
   commandBuffer().encodeSignal(event, value);
   rt::CommandBufferPtr signalling = cb_;
@@ -201,6 +226,7 @@ uint64_t Stream::currentSequence() const {
 
 void Stream::commitLocked() {
   if (!cb_) return;
+  checkNotExclusive("a commit (flush, synchronize, query)");
   endCompute();
   last_committed_ = next_sequence_ - 1;
   last_committed_cb_ = cb_;

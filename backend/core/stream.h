@@ -42,6 +42,11 @@ class Stream {
 
   // Runs `encode` with the stream's open compute encoder (opened if needed).
   void encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode);
+  // Like encodeCompute, for code outside metalx (C++ extensions): while `encode` runs,
+  // anything else that would encode on or commit this stream from inside it (a metalx
+  // op the callback calls) throws Error(Validation) instead, because it would change
+  // the pipeline and bindings of the encoder the callback is using, or end it.
+  void encodeComputeExclusive(const std::function<void(rt::ComputeEncoder&)>& encode);
   // Runs `encode` with a blit encoder (ending the compute encoder first).
   void encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode);
   // The device waits for / signals `event` at this point of the stream.
@@ -83,6 +88,8 @@ class Stream {
   void countCommand();
   void beginTracedCommand();
   void endTracedCommand(const std::string& name, CommandKind kind, uint64_t bytes);
+  void checkNotExclusive(const char* what) const;  // needs encode_mutex_
+  void encodeComputeWith(const std::function<void(rt::ComputeEncoder&)>& encode, bool exclusive);
 
   rt::Device& device_;
   const int device_index_;
@@ -96,6 +103,7 @@ class Stream {
   rt::ComputeEncoderPtr compute_;
   int commands_in_cb_ = 0;
   int tracing_depth_ = 0;  // > 0 while a traced command is being encoded
+  bool exclusive_ = false;  // inside encodeComputeExclusive's callback
   uint64_t next_sequence_ = 1;       // number of the next command buffer to create
   uint64_t last_committed_ = 0;
   rt::CommandBufferPtr last_committed_cb_;
