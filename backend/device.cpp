@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <limits>
+
 #include "core/stream_pool.h"
 #include "metalx/runtime/driver.h"
 #include "metalx/runtime/error.h"
@@ -43,6 +45,12 @@ void setCurrentDevice(c10::DeviceIndex index) {
 }
 
 void setCurrentDeviceUnchecked(c10::DeviceIndex index) noexcept { current_device = index; }
+
+c10::DeviceIndex toDeviceIndex(int64_t index) {
+  TORCH_CHECK(index >= 0 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
+              "metalx device index must be non-negative, got ", index);
+  return static_cast<c10::DeviceIndex>(index);
+}
 
 c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index) {
   return index == -1 ? current_device : index;

@@ -8,6 +8,8 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
+#include <cstdint>
+
 namespace metalx::rt {
 class Device;
 }
@@ -31,6 +33,10 @@ c10::DeviceIndex currentDevice();
 void setCurrentDevice(c10::DeviceIndex index);  // validates
 // No validation: for restoring an index that was valid when it was saved.
 void setCurrentDeviceUnchecked(c10::DeviceIndex index) noexcept;
+
+// An index received as a plain integer (from Python): a c10::Error unless it is a
+// non-negative value that fits a DeviceIndex. Does not check that the device exists.
+c10::DeviceIndex toDeviceIndex(int64_t index);
 
 // `index`, or the current device when `index` is -1 (torch's "no index given").
 c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index);

@@ -15,9 +15,7 @@ namespace metalx {
 namespace {
 
 c10::DeviceIndex checkedIndex(int64_t index) {
-  TORCH_CHECK(index >= 0 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
-              "metalx device index must be non-negative, got ", index);
-  const auto device = static_cast<c10::DeviceIndex>(index);
+  const c10::DeviceIndex device = toDeviceIndex(index);
   checkDeviceIndex(device);
   return device;
 }

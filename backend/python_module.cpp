@@ -32,11 +32,7 @@ namespace py = pybind11;
 namespace metalx {
 namespace {
 
-c10::DeviceIndex toIndex(int64_t index) {
-  TORCH_CHECK(index >= 0 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
-              "metalx device index must be non-negative, got ", index);
-  return static_cast<c10::DeviceIndex>(index);
-}
+c10::DeviceIndex toIndex(int64_t index) { return toDeviceIndex(index); }
 
 // (byte offset of the tensor's data in its buffer, buffer length): lets tests check
 // bufferFor() on views.

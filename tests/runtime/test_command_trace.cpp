@@ -3,7 +3,7 @@
 // that encoded it; while off, nothing is.
 #include "core/command_trace.h"
 #include "core/stream_pool.h"
-#include "test_support.h"
+#include "stream_test_support.h"
 
 namespace metalx::testing {
 namespace {
@@ -12,16 +12,6 @@ using rt::testing::bufferFrom;
 using rt::testing::dev;
 using rt::testing::read;
 using rt::testing::testLibrary;
-
-void addOne(Stream& s, const rt::BufferPtr& data, uint32_t n) {
-  auto pipeline = s.pipelines().get(testLibrary("api_kernels.metal"), "add_one");
-  s.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(data, 0, 0);
-    e.setBytes(&n, 4, 1);
-    e.dispatchThreads({n, 1, 1}, {32, 1, 1});
-  });
-}
 
 TEST(CommandTrace, RecordsEachCommandWithItsNameKindStreamTimesAndOp) {
   Stream& s = streamFromPool(0);

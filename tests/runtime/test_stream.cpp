@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "core/stream.h"
-#include "test_support.h"
+#include "stream_test_support.h"
 
 namespace metalx::testing {
 namespace {
@@ -13,16 +13,6 @@ using rt::testing::bufferFrom;
 using rt::testing::dev;
 using rt::testing::read;
 using rt::testing::testLibrary;
-
-void addOne(Stream& s, const rt::BufferPtr& data, uint32_t n) {
-  auto pipeline = s.pipelines().get(testLibrary("api_kernels.metal"), "add_one");
-  s.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(data, 0, 0);
-    e.setBytes(&n, 4, 1);
-    e.dispatchThreads({n, 1, 1}, {64, 1, 1});
-  });
-}
 
 TEST(Stream, KernelsAndBlitsRunInEncodingOrder) {
   Stream s(dev(), 0, 1);
