@@ -31,6 +31,7 @@
 #include "fallback_memory.h"
 #include "fallback_report.h"
 #include "kernels/conv2d.h"
+#include "kernels/conv2d_tiled.h"
 
 namespace metalx {
 namespace {
@@ -105,6 +106,63 @@ ConvOperand operandOf(const at::Tensor& t) {
   o.buffer = buffer;
   o.byte_offset = offset;
   return o;
+}
+
+at::Tensor deviceBytes(size_t bytes, const at::TensorOptions& options) {
+  return at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte).memory_format(at::MemoryFormat::Contiguous));
+}
+
+// One "regular" convolution Y = conv(X, W) (+ bias) to encode: on the tiled kernels
+// when they apply (with the packed weight and scratch they need, allocated here, before
+// encoding), else on the direct ones. `input_grad` says that `g` is the input gradient
+// of a stride-1 convolution whose weight is W (so W is packed transposed and flipped);
+// the direct route then runs that convolution's input-gradient kernel instead.
+struct ForwardRun {
+  Conv2dGeometry g;             // of the computation Y = conv(X, W)
+  Conv2dGeometry direct;        // what the direct kernel is given
+  bool input_grad = false;
+  bool tiled = false;
+  at::Tensor packed, scratch;   // tiled only
+};
+
+ForwardRun planForward(const Conv2dGeometry& g, bool input_grad, const at::Tensor& x, const at::TensorOptions& options,
+                       const at::Tensor* prepacked = nullptr) {
+  ForwardRun r;
+  r.direct = g;
+  r.input_grad = input_grad;
+  if (input_grad) {
+    auto as_forward = kernels::conv2dInputGradAsForward(g);
+    if (!as_forward) {
+      r.g = g;
+      return r;
+    }
+    r.g = *as_forward;
+  } else {
+    r.g = g;
+  }
+  if (!kernels::conv2dTiledForwardApplies(r.g)) return r;
+  r.tiled = true;
+  r.packed = prepacked ? *prepacked
+                       : at::empty({kernels::conv2dPackedWeightFloats(r.g)}, options.dtype(at::kFloat));
+  const size_t bytes = kernels::conv2dTiledForwardScratchBytes(*convDType(x.scalar_type()), r.g, operandOf(x));
+  if (bytes) r.scratch = deviceBytes(bytes, options);
+  return r;
+}
+
+void encodeForward(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType dtype, const ForwardRun& r,
+                   const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const ConvOperand* bias,
+                   bool weight_prepacked = false) {
+  if (!r.tiled) {
+    if (r.input_grad)
+      kernels::encodeConv2dBackwardInput(e, pipelines, dtype, r.direct, operandOf(y), operandOf(x), operandOf(w), bias);
+    else
+      kernels::encodeConv2dForward(e, pipelines, dtype, r.direct, operandOf(y), operandOf(x), operandOf(w), bias);
+    return;
+  }
+  const ConvOperand packed = operandOf(r.packed);
+  if (!weight_prepacked) kernels::encodeConv2dPackWeight(e, pipelines, dtype, r.g, packed, operandOf(w), r.input_grad);
+  const ConvOperand scratch = r.scratch.defined() ? operandOf(r.scratch) : ConvOperand{};
+  kernels::encodeConv2dTiledForward(e, pipelines, dtype, r.g, operandOf(y), operandOf(x), packed, bias, scratch);
 }
 
 bool nativeSupported(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
@@ -210,13 +268,10 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   const DType dtype = *convDType(input.scalar_type());
   Stream& stream = defaultStream(device.index());
   const ConvOperand ob = b.defined() ? operandOf(b) : ConvOperand{};
+  // A transposed convolution's forward is the input gradient of the regular one.
+  const ForwardRun run = planForward(g, transposed, x_in, input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    if (!transposed)
-      kernels::encodeConv2dForward(e, stream.pipelines(), dtype, g, operandOf(out4), operandOf(x_in), operandOf(w),
-                                   b.defined() ? &ob : nullptr);
-    else
-      kernels::encodeConv2dBackwardInput(e, stream.pipelines(), dtype, g, operandOf(out4), operandOf(x_in),
-                                         operandOf(w), b.defined() ? &ob : nullptr);
+    encodeForward(e, stream.pipelines(), dtype, run, out4, x_in, w, b.defined() ? &ob : nullptr);
   });
   return out;
 }
@@ -263,17 +318,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   // input is Y.
   const at::Tensor& x_role = transposed ? go : x_in;  // X (or dX)
   const at::Tensor& y_role = transposed ? x_in : go;  // dY (or Y)
+  const bool want_input = grad_input.defined() && grad_input.numel() > 0;
+  const bool want_weight = grad_weight.defined() && grad_weight.numel() > 0;
+  // grad_input: the input gradient of the regular convolution (from dY), or for a
+  // transposed one its forward (from dX = grad_output).
+  ForwardRun input_run;
+  if (want_input) input_run = planForward(g, !transposed, go, input.options());
+  const bool tiled_weight = want_weight && kernels::conv2dTiledBackwardWeightApplies(g);
+  at::Tensor weight_scratch;
+  if (tiled_weight) weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    if (grad_input.defined() && grad_input.numel() > 0) {
-      const at::Tensor gi = as2d(grad_input);
-      if (!transposed)
-        kernels::encodeConv2dBackwardInput(e, stream.pipelines(), dtype, g, operandOf(gi), operandOf(go), operandOf(w),
-                                           nullptr);
-      else
-        kernels::encodeConv2dForward(e, stream.pipelines(), dtype, g, operandOf(gi), operandOf(go), operandOf(w),
-                                     nullptr);
-    }
-    if (grad_weight.defined() && grad_weight.numel() > 0)
+    if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, as2d(grad_input), go, w, nullptr);
+    if (tiled_weight)
+      kernels::encodeConv2dTiledBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
+                                               operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
+    else if (want_weight)
       kernels::encodeConv2dBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
                                           operandOf(y_role), operandOf(x_role));
     if (grad_bias.defined() && grad_bias.numel() > 0) {
