@@ -31,6 +31,7 @@
 #include "fallback_memory.h"
 #include "fallback_report.h"
 #include "kernels/conv2d.h"
+#include "kernels/conv2d_depthwise.h"
 #include "kernels/conv2d_tiled.h"
 
 namespace metalx {
@@ -112,17 +113,19 @@ at::Tensor deviceBytes(size_t bytes, const at::TensorOptions& options) {
   return at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte).memory_format(at::MemoryFormat::Contiguous));
 }
 
-// One "regular" convolution Y = conv(X, W) (+ bias) to encode: on the tiled kernels
-// when they apply (with the packed weight and scratch they need, allocated here, before
-// encoding), else on the direct ones. `input_grad` says that `g` is the input gradient
+// One "regular" convolution Y = conv(X, W) (+ bias) to encode: on the 3x3 depthwise or
+// the tiled kernels when they apply (with the packed weight and scratch they need,
+// allocated here, before encoding), else on the direct ones. `input_grad` says that `g` is the input gradient
 // of a stride-1 convolution whose weight is W (so W is packed transposed and flipped);
 // the direct route then runs that convolution's input-gradient kernel instead.
 struct ForwardRun {
   Conv2dGeometry g;             // of the computation Y = conv(X, W)
   Conv2dGeometry direct;        // what the direct kernel is given
   bool input_grad = false;
+  bool depthwise = false;
   bool tiled = false;
-  at::Tensor packed, scratch;   // tiled only
+  at::Tensor packed;            // tiled only
+  at::Tensor scratch;
 };
 
 ForwardRun planForward(const Conv2dGeometry& g, bool input_grad, const at::Tensor& x, const at::TensorOptions& options,
@@ -140,11 +143,18 @@ ForwardRun planForward(const Conv2dGeometry& g, bool input_grad, const at::Tenso
   } else {
     r.g = g;
   }
+  if (g.N == 0) return r;  // nothing to compute: the direct kernels encode nothing
+  const DType dtype = *convDType(x.scalar_type());
+  if (!prepacked && kernels::conv2dDepthwise3Applies(r.g)) {
+    r.depthwise = true;
+    r.scratch = deviceBytes(kernels::conv2dDepthwise3ForwardScratchBytes(dtype, r.g), options);
+    return r;
+  }
   if (!kernels::conv2dTiledForwardApplies(r.g)) return r;
   r.tiled = true;
   r.packed = prepacked ? *prepacked
                        : at::empty({kernels::conv2dPackedWeightFloats(r.g)}, options.dtype(at::kFloat));
-  const size_t bytes = kernels::conv2dTiledForwardScratchBytes(*convDType(x.scalar_type()), r.g, operandOf(x));
+  const size_t bytes = kernels::conv2dTiledForwardScratchBytes(dtype, r.g, operandOf(x));
   if (bytes) r.scratch = deviceBytes(bytes, options);
   return r;
 }
@@ -152,6 +162,11 @@ ForwardRun planForward(const Conv2dGeometry& g, bool input_grad, const at::Tenso
 void encodeForward(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType dtype, const ForwardRun& r,
                    const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const ConvOperand* bias,
                    bool weight_prepacked = false) {
+  if (r.depthwise) {
+    kernels::encodeConv2dDepthwise3Forward(e, pipelines, dtype, r.g, operandOf(y), operandOf(x), operandOf(w), bias,
+                                           r.input_grad, operandOf(r.scratch));
+    return;
+  }
   if (!r.tiled) {
     if (r.input_grad)
       kernels::encodeConv2dBackwardInput(e, pipelines, dtype, r.direct, operandOf(y), operandOf(x), operandOf(w), bias);
@@ -324,12 +339,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   // transposed one its forward (from dX = grad_output).
   ForwardRun input_run;
   if (want_input) input_run = planForward(g, !transposed, go, input.options());
-  const bool tiled_weight = want_weight && kernels::conv2dTiledBackwardWeightApplies(g);
+  const bool depthwise_weight = want_weight && g.N > 0 && kernels::conv2dDepthwise3Applies(g);
+  const bool tiled_weight = want_weight && g.N > 0 && !depthwise_weight && kernels::conv2dTiledBackwardWeightApplies(g);
   at::Tensor weight_scratch;
+  if (depthwise_weight)
+    weight_scratch = deviceBytes(kernels::conv2dDepthwise3BackwardWeightScratchBytes(dtype, g), input.options());
   if (tiled_weight) weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, as2d(grad_input), go, w, nullptr);
-    if (tiled_weight)
+    if (depthwise_weight)
+      kernels::encodeConv2dDepthwise3BackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
+                                                    operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
+    else if (tiled_weight)
       kernels::encodeConv2dTiledBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
                                                operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
     else if (want_weight)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "conv2d_launch_util.h"
 #include "conv2d_tiled_params.h"
 #include "metalx/runtime/error.h"
 
@@ -10,25 +11,7 @@ namespace metalx::kernels {
 namespace {
 
 using rt::ErrorKind;
-
-constexpr int64_t kMaxGrid = 0xffffffffll;
-constexpr size_t kRegionAlign = 256;  // scratch regions start on this boundary
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-size_t alignUp(size_t v) { return (v + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
-
-std::string typeName(DType dtype) {
-  rt::check(conv2dSupportsDType(dtype), ErrorKind::Validation,
-            std::string("conv2d: unsupported dtype ") + dtypeName(dtype));
-  return kernelTypeName(dtype);
-}
-
-void dispatch(rt::ComputeEncoder& e, int64_t x, int64_t y, int64_t z) {
-  rt::check(x <= kMaxGrid && y <= kMaxGrid && z <= kMaxGrid, ErrorKind::Validation,
-            "conv2d: problem too large for one dispatch");
-  const uint64_t tx = static_cast<uint64_t>(std::min<int64_t>(x, 64));
-  e.dispatchThreads({static_cast<uint64_t>(x), static_cast<uint64_t>(y), static_cast<uint64_t>(z)}, {tx, 1, 1});
-}
+using namespace conv2d_util;
 
 void checkGroups(const Conv2dGeometry& g) {
   rt::check(g.groups > 0 && g.Cx % g.groups == 0 && g.Cy % g.groups == 0, ErrorKind::Validation,
@@ -77,24 +60,6 @@ TiledInput tiledInputOf(const Conv2dGeometry& g, const ConvOperand& x) {
   t.x_s[1] = p.Hp * p.Wp;
   t.x_s[2] = p.Wp;
   return t;
-}
-
-void encodePad(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType dtype, const Conv2dPadParams& p,
-               const ConvOperand& out, const ConvOperand& x) {
-  e.setComputePipeline(pipelines.builtin("conv2d_pad_input_" + typeName(dtype)));
-  e.setBuffer(out.buffer, out.byte_offset, 0);
-  e.setBuffer(x.buffer, x.byte_offset, 1);
-  e.setBytes(&p, sizeof p, 2);
-  if (p.channels_last)
-    dispatch(e, p.Wp, p.Hp, p.N);
-  else
-    dispatch(e, p.Hp, p.N * p.C, 1);
-}
-
-ConvOperand region(const ConvOperand& scratch, size_t offset) {
-  ConvOperand r = scratch;
-  r.byte_offset += offset;
-  return r;
 }
 
 // The scratch of the weight gradient: X as a padded channels-last copy, then the
@@ -190,7 +155,7 @@ void encodeConv2dTiledForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pi
   ConvOperand xin = x;
   if (t.copy) {
     rt::check(scratch.buffer != nullptr, ErrorKind::Validation, "conv2d: the tiled kernel needs its scratch");
-    encodePad(encoder, pipelines, dtype, t.pad, scratch, x);
+    encodePadInput(encoder, pipelines, dtype, t.pad, scratch, x);
     xin = scratch;
   }
   Conv2dTiledParams p{};
@@ -271,7 +236,7 @@ void encodeConv2dTiledBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCa
   if (g.N * g.OH * g.OW > 0) {
     Conv2dPadParams pad = l.pad;
     std::copy(x.strides, x.strides + 4, pad.x_s);
-    encodePad(encoder, pipelines, dtype, pad, xt, x);
+    encodePadInput(encoder, pipelines, dtype, pad, xt, x);
     encoder.setComputePipeline(pipelines.builtin("conv2d_tiled_bwd_w_" + typeName(dtype)));
     encoder.setBuffer(partial.buffer, partial.byte_offset, 0);
     encoder.setBuffer(dy.buffer, dy.byte_offset, 1);
@@ -281,11 +246,7 @@ void encodeConv2dTiledBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCa
   } else {
     p.chunks = 0;  // no batch: every sum is empty, conv2d_sum_chunks writes zeros
   }
-  encoder.setComputePipeline(pipelines.builtin("conv2d_sum_chunks_" + typeName(dtype)));
-  encoder.setBuffer(dw.buffer, dw.byte_offset, 0);
-  encoder.setBuffer(partial.buffer, partial.byte_offset, 1);
-  encoder.setBytes(&p, sizeof p, 2);
-  dispatch(encoder, p.cx_g * g.KH * g.KW, g.Cy, 1);
+  encodeSumChunks(encoder, pipelines, dtype, p, dw, partial);
 }
 
 }  // namespace metalx::kernels

@@ -1,4 +1,5 @@
-// The parameter blocks of kernels/conv2d_tiled.metal and kernels/conv2d_layout.metal
+// The parameter blocks of kernels/conv2d_tiled.metal, conv2d_layout.metal and
+// conv2d_depthwise.metal
 // (keep them in sync: all fields are 64-bit, no padding).
 #pragma once
 
@@ -48,5 +49,19 @@ struct Conv2dPadParams {
   int64_t channels_last;
 };
 static_assert(sizeof(Conv2dPadParams) == 15 * 8, "Conv2dPadParams must match the Metal struct");
+
+}  // namespace metalx::kernels
+
+namespace metalx::kernels {
+
+// kernels/conv2d_depthwise.metal
+struct Conv2dDwParams {
+  int64_t N, C, Hp, Wp;
+  int64_t OH, OW;
+  int64_t KH, KW;
+  int64_t y_s[4], w_s[4];
+  int64_t b_s, has_bias, flip;
+};
+static_assert(sizeof(Conv2dDwParams) == 19 * 8, "Conv2dDwParams must match the Metal struct");
 
 }  // namespace metalx::kernels
