@@ -33,6 +33,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/conv2d_depthwise.h"
 #include "kernels/conv2d_tiled.h"
+#include "ops_convolution.h"
 
 namespace metalx {
 namespace {
@@ -111,6 +112,13 @@ ConvOperand operandOf(const at::Tensor& t) {
 
 at::Tensor deviceBytes(size_t bytes, const at::TensorOptions& options) {
   return at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte).memory_format(at::MemoryFormat::Contiguous));
+}
+
+// A 1x1 kernel with a stride above 1 and no padding: its input gradient lives on the
+// stride's grid only.
+bool isStridedPointwise(const Conv2dGeometry& g) {
+  return g.KH == 1 && g.KW == 1 && (g.stride[0] > 1 || g.stride[1] > 1) && g.pad[0] == 0 && g.pad[1] == 0 &&
+         g.OH == (g.H - 1) / g.stride[0] + 1 && g.OW == (g.W - 1) / g.stride[1] + 1;
 }
 
 // One "regular" convolution Y = conv(X, W) (+ bias) to encode: on the 3x3 depthwise or
@@ -338,7 +346,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   // grad_input: the input gradient of the regular convolution (from dY), or for a
   // transposed one its forward (from dX = grad_output).
   ForwardRun input_run;
-  if (want_input) input_run = planForward(g, !transposed, go, input.options());
+  at::Tensor input_target = want_input ? as2d(grad_input) : at::Tensor();
+  if (want_input && !transposed && isStridedPointwise(g)) {
+    // The input gradient of a strided 1x1 convolution without padding (a ResNet
+    // projection) is zero except on the stride's grid, where it is the stride-1
+    // input gradient: zero it, then run that on the grid's view.
+    Conv2dGeometry on_grid = g;
+    on_grid.stride[0] = on_grid.stride[1] = 1;
+    on_grid.H = g.OH;
+    on_grid.W = g.OW;
+    grad_input.zero_();
+    input_target = input_target.slice(2, 0, g.H, g.stride[0]).slice(3, 0, g.W, g.stride[1]);
+    input_run = planForward(on_grid, true, go, input.options());
+  } else if (want_input) {
+    input_run = planForward(g, !transposed, go, input.options());
+  }
   const bool depthwise_weight = want_weight && g.N > 0 && kernels::conv2dDepthwise3Applies(g);
   const bool tiled_weight = want_weight && g.N > 0 && !depthwise_weight && kernels::conv2dTiledBackwardWeightApplies(g);
   at::Tensor weight_scratch;
@@ -346,7 +368,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     weight_scratch = deviceBytes(kernels::conv2dDepthwise3BackwardWeightScratchBytes(dtype, g), input.options());
   if (tiled_weight) weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, as2d(grad_input), go, w, nullptr);
+    if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, input_target, go, w, nullptr);
     if (depthwise_weight)
       kernels::encodeConv2dDepthwise3BackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
                                                     operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
@@ -375,4 +397,81 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace
+// ---- convolution from a prepacked weight (ops_convolution.h) ----
+
+namespace {
+
+Conv2dGeometry packedGeometry(const at::Tensor* input, at::IntArrayRef weight_shape, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  Conv2dGeometry g;
+  g.Cy = weight_shape[0];
+  g.Cx = weight_shape[1] * groups;
+  g.KH = weight_shape[2];
+  g.KW = weight_shape[3];
+  g.groups = groups;
+  for (int d = 0; d < 2; ++d) {
+    g.stride[d] = stride[d];
+    g.pad[d] = padding[d];
+    g.dilation[d] = dilation[d];
+  }
+  if (input) {
+    g.N = input->size(0);
+    g.H = input->size(2);
+    g.W = input->size(3);
+    g.OH = (g.H + 2 * g.pad[0] - g.dilation[0] * (g.KH - 1) - 1) / g.stride[0] + 1;
+    g.OW = (g.W + 2 * g.pad[1] - g.dilation[1] * (g.KW - 1) - 1) / g.stride[1] + 1;
+  }
+  return g;
+}
+
+}  // namespace
+
+bool convolutionUsesPackedWeight(at::IntArrayRef weight_shape, at::IntArrayRef stride, int64_t groups) {
+  const int64_t one[2] = {1, 1};
+  const int64_t zero[2] = {0, 0};
+  return kernels::conv2dTiledForwardApplies(packedGeometry(nullptr, weight_shape, stride, zero, one, groups));
+}
+
+int64_t packedConvolutionWeightSize(at::IntArrayRef weight_shape, int64_t groups) {
+  const int64_t one[2] = {1, 1};
+  const int64_t zero[2] = {0, 0};
+  return kernels::conv2dPackedWeightFloats(packedGeometry(nullptr, weight_shape, one, zero, one, groups));
+}
+
+at::Tensor packConvolutionWeight(const at::Tensor& weight, int64_t groups) {
+  const int64_t one[2] = {1, 1};
+  const int64_t zero[2] = {0, 0};
+  const Conv2dGeometry g = packedGeometry(nullptr, weight.sizes(), one, zero, one, groups);
+  at::Tensor packed = at::empty({kernels::conv2dPackedWeightFloats(g)}, weight.options().dtype(at::kFloat));
+  if (packed.numel() == 0) return packed;
+  const at::Tensor w = weight.resolve_neg();
+  const DType dtype = *convDType(w.scalar_type());
+  Stream& stream = defaultStream(weight.device().index());
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    kernels::encodeConv2dPackWeight(e, stream.pipelines(), dtype, g, operandOf(packed), operandOf(w), false);
+  });
+  return packed;
+}
+
+at::Tensor convolutionWithPackedWeight(const at::Tensor& input, const at::Tensor& packed,
+                                       at::IntArrayRef weight_shape, const std::optional<at::Tensor>& bias,
+                                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                       int64_t groups) {
+  const at::Tensor x = input.resolve_neg();
+  const at::Tensor b = bias && bias->defined() ? bias->resolve_neg() : at::Tensor();
+  const Conv2dGeometry g = packedGeometry(&x, weight_shape, stride, padding, dilation, groups);
+  at::Tensor out = at::empty({g.N, g.Cy, g.OH, g.OW}, x.options().memory_format(x.suggest_memory_format()));
+  if (out.numel() == 0) return out;
+  const DType dtype = *convDType(x.scalar_type());
+  const ForwardRun run = planForward(g, false, x, x.options(), &packed);
+  TORCH_INTERNAL_ASSERT(run.tiled, "a packed weight needs the tiled kernel");
+  const ConvOperand ob = b.defined() ? operandOf(b) : ConvOperand{};
+  Stream& stream = defaultStream(x.device().index());
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    encodeForward(e, stream.pipelines(), dtype, run, out, x, at::Tensor(), b.defined() ? &ob : nullptr,
+                  /*weight_prepacked=*/true);
+  });
+  return out;
+}
+
 }  // namespace metalx
