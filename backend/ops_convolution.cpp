@@ -361,7 +361,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   } else if (want_input) {
     input_run = planForward(g, !transposed, go, input.options());
   }
-  const bool depthwise_weight = want_weight && g.N > 0 && kernels::conv2dDepthwise3Applies(g);
+  const bool depthwise_weight =
+      want_weight && g.N > 0 && kernels::conv2dDepthwise3BackwardWeightApplies(g, operandOf(y_role));
   const bool tiled_weight = want_weight && g.N > 0 && !depthwise_weight && kernels::conv2dTiledBackwardWeightApplies(g);
   at::Tensor weight_scratch;
   if (depthwise_weight)

@@ -12,7 +12,8 @@
 //                 input row it reads feeds up to 3 output rows.
 //                 Grid: x = ceil(OH / DW_R) * ceil(OW / DW_P), y = C, z = N.
 // conv2d_dw3_bwd_w  the weight gradient: per channel and chunk of DW_R output rows of
-//                 one image, the KH x KW sums of dY * X (padded, as above) over DW_P-wide
+//                 one image, the KH x KW sums of dY (unit-stride rows) * X (padded, as
+//                 above) over DW_P-wide
 //                 column tiles, into
 //                 a float workspace [chunk][C][KH][KW] that conv2d_sum_chunks
 //                 (conv2d_tiled.metal) adds up. Grid: x = C, y = ceil(OH / DW_R), z = N.
@@ -67,7 +68,7 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
     }
   }
 
-  // Through a contiguous array before the masked stores (see conv2d_tiled).
+  // Through a contiguous array before the masked stores (see conv2d_tiled_bwd_w).
   float res[DW_R][DW_P];
   UNROLL for (int r = 0; r < DW_R; ++r)
     UNROLL for (int j = 0; j < DW_P; ++j) res[r][j] = acc[r][j];
@@ -95,26 +96,19 @@ kernel void conv2d_dw3_bwd_w(device float* partial [[buffer(0)]],
   const device T* xc = xp + (n * p.C + c) * p.Hp * p.Wp;
   const device T* yc = dy + n * p.y_s[0] + c * p.y_s[1];
   const long full = p.OW / DW_P * DW_P;
-  const long ys3 = p.y_s[3];
   for (long r = 0; r < nr; ++r) {
     const long oh = oh0 + r;
     const device T* yr = yc + oh * p.y_s[2];
     for (long ow0 = 0; ow0 < full; ow0 += DW_P) {
-      float g[DW_P];
-      const device T* yt = yr + ow0 * ys3;
-      if (ys3 == 1) {  // contiguous loads for the usual dense dY
-        UNROLL for (int j = 0; j < DW_P; ++j) g[j] = float(yt[j]);
-      } else {
-        UNROLL for (int j = 0; j < DW_P; ++j) g[j] = float(yt[j * ys3]);
-      }
+      const device T* yt = yr + ow0;  // dY's rows are unit-stride (the launcher checks)
       UNROLL for (int kh = 0; kh < 3; ++kh) {
         const device T* xr = xc + (oh + kh) * p.Wp + ow0;
         UNROLL for (int kw = 0; kw < 3; ++kw)
-          UNROLL for (int j = 0; j < DW_P; ++j) part[kh][kw][j] += g[j] * float(xr[j + kw]);
+          UNROLL for (int j = 0; j < DW_P; ++j) part[kh][kw][j] += float(yt[j]) * float(xr[j + kw]);
       }
     }
   }
-  float res[3][3][DW_P];  // see conv2d_tiled
+  float res[3][3][DW_P];  // see conv2d_tiled_bwd_w
   UNROLL for (int kh = 0; kh < 3; ++kh)
     UNROLL for (int kw = 0; kw < 3; ++kw)
       UNROLL for (int j = 0; j < DW_P; ++j) res[kh][kw][j] = part[kh][kw][j];

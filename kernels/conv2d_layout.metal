@@ -76,10 +76,20 @@ kernel void conv2d_pad_input(device T* out [[buffer(0)]],
       return;
     }
     const device T* src = x + n * p.x_s[0] + c * p.x_s[1] + ih * p.x_s[2];
-    for (long w = 0; w < p.Wp; ++w) {
-      const long iw = w * p.sub_w - p.pad_w;
-      row[w] = iw >= 0 && iw < p.W ? src[iw * p.x_s[3]] : T(0.0f);
+    // Columns [w_lo, w_hi) read X; the others are zero. Three plain loops, no
+    // per-element test (the middle one a contiguous copy for unit-stride rows).
+    const long w_lo = min(p.Wp, p.pad_w <= 0 ? 0L : (p.pad_w + p.sub_w - 1) / p.sub_w);
+    const long top = p.W - 1 + p.pad_w;  // the last column reads X at w * sub_w <= top
+    const long w_hi = top < 0 ? w_lo : max(w_lo, min(p.Wp, top / p.sub_w + 1));
+    for (long w = 0; w < w_lo; ++w) row[w] = T(0.0f);
+    const long step = p.sub_w * p.x_s[3];
+    const device T* s0 = src + (w_lo * p.sub_w - p.pad_w) * p.x_s[3];
+    if (step == 1) {
+      for (long w = w_lo; w < w_hi; ++w) row[w] = s0[w - w_lo];
+    } else {
+      for (long w = w_lo; w < w_hi; ++w) row[w] = s0[(w - w_lo) * step];
     }
+    for (long w = w_hi; w < p.Wp; ++w) row[w] = T(0.0f);
   } else {
     // One pixel's channels per thread.
     const long w = gid.x, h = gid.y, n = gid.z;

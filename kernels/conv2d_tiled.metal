@@ -91,19 +91,15 @@ kernel void conv2d_tiled(device T* y [[buffer(0)]],
     }
   }
 
-  // The accumulators go through a contiguous array, written in the order of their
-  // vector dimension, before the strided and masked stores: on the simulator this is
-  // what lets the host compiler keep them in vector registers (a contiguous store
-  // group is where its SLP vectoriser starts); a GPU compiler keeps `res` in registers.
-  float res[TILE_P][TILE_C];
-  UNROLL for (int j = 0; j < TILE_P; ++j)
-    UNROLL for (int o = 0; o < TILE_C; ++o) res[j][o] = acc[o][j];
   device T* yo = y + n * p.y_s[0] + oc0 * p.y_s[1] + oh * p.y_s[2] + ow0 * p.y_s[3];
   const long nj = min(long(TILE_P), p.OW - ow0);
-  for (int o = 0; o < nc; ++o) {
-    const float b = p.has_bias ? float(bias[(oc0 + o) * p.b_s]) : 0.0f;
+  // Unrolled with constant indices so that acc never needs an address (it stays in
+  // registers); tiles cut by the channel or row end mask their stores.
+  UNROLL for (int o = 0; o < TILE_C; ++o) {
+    const float b = p.has_bias && o < nc ? float(bias[(oc0 + o) * p.b_s]) : 0.0f;
     device T* yr = yo + o * p.y_s[1];
-    for (int j = 0; j < nj; ++j) yr[j * p.y_s[3]] = T(res[j][o] + b);
+    UNROLL for (int j = 0; j < TILE_P; ++j)
+      if (o < nc && j < nj) yr[j * p.y_s[3]] = T(acc[o][j] + b);
   }
 }
 
@@ -171,7 +167,12 @@ kernel void conv2d_tiled_bwd_w(device float* partial [[buffer(0)]],
     }
   }
 
-  float res[TILE_C][TILE_C];  // see conv2d_tiled
+  // Through a contiguous array, written in the order of the vector dimension, before
+  // the strided stores: on the simulator that contiguous store group is where the host
+  // compiler's SLP vectoriser starts, without it the accumulators stay scalar (in
+  // conv2d_tiled the same array makes things slower: it vectorises without). A GPU
+  // compiler keeps `res` in registers.
+  float res[TILE_C][TILE_C];
   UNROLL for (int o = 0; o < TILE_C; ++o)
     UNROLL for (int i = 0; i < TILE_C; ++i) res[o][i] = acc[i][o];
   // [chunk][Cy][cx_g][KH][KW], contiguous.

@@ -77,6 +77,10 @@ void encodeConv2dDepthwise3Forward(rt::ComputeEncoder& encoder, rt::PipelineCach
   dispatch(encoder, ceilDiv(g.OH, kRows) * ceilDiv(g.OW, kCols), g.Cy, g.N);
 }
 
+bool conv2dDepthwise3BackwardWeightApplies(const Conv2dGeometry& g, const ConvOperand& dy) {
+  return conv2dDepthwise3Applies(g) && dy.strides[3] == 1;
+}
+
 size_t conv2dDepthwise3BackwardWeightScratchBytes(DType dtype, const Conv2dGeometry& g) {
   const int64_t chunks = g.N * ceilDiv(g.OH, kRows);
   return paddedBytes(dtype, g) + static_cast<size_t>(chunks * g.Cy * g.KH * g.KW) * sizeof(float);
@@ -85,7 +89,8 @@ size_t conv2dDepthwise3BackwardWeightScratchBytes(DType dtype, const Conv2dGeome
 void encodeConv2dDepthwise3BackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
                                           const Conv2dGeometry& g, const ConvOperand& dw, const ConvOperand& dy,
                                           const ConvOperand& x, const ConvOperand& scratch) {
-  rt::check(conv2dDepthwise3Applies(g), rt::ErrorKind::Validation, "conv2d: the depthwise 3x3 kernel does not apply");
+  rt::check(conv2dDepthwise3BackwardWeightApplies(g, dy), rt::ErrorKind::Validation,
+            "conv2d: the depthwise 3x3 weight-gradient kernel does not apply");
   if (g.Cy == 0) return;
   rt::check(scratch.buffer != nullptr, rt::ErrorKind::Validation, "conv2d: the depthwise kernel needs its scratch");
   const Conv2dPadParams pad = paddedInput(g, x);

@@ -19,6 +19,8 @@ void encodeConv2dDepthwise3Forward(rt::ComputeEncoder& encoder, rt::PipelineCach
                                    const ConvOperand& w, const ConvOperand* bias, bool flip,
                                    const ConvOperand& scratch);
 
+// The weight gradient also needs dY's rows unit-stride.
+bool conv2dDepthwise3BackwardWeightApplies(const Conv2dGeometry& g, const ConvOperand& dy);
 size_t conv2dDepthwise3BackwardWeightScratchBytes(DType dtype, const Conv2dGeometry& g);
 void encodeConv2dDepthwise3BackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
                                           const Conv2dGeometry& g, const ConvOperand& dw, const ConvOperand& dy,
