@@ -8,7 +8,7 @@
 //                     group's last block is padded with zeros. With `transposed`, the
 //                     packed convolution is the input gradient's: it maps Y's channels
 //                     to X's with the taps flipped, wp[...][ky][b] = W[ky][b][KH-1-kh][KW-1-kw].
-//                     Grid: x = TILE_C * ca, y = KH * KW, z = tiles of all groups.
+//                     Grid: x = ca, y = KH * KW, z = tiles of all groups.
 // conv2d_pad_input    X [N][C][H][W] (any strides) -> a dense copy with its taps in
 //                     bounds: out[n][c][h][w] = X[n][c][h * sub_h - pad_h][w * sub_w - pad_w],
 //                     zero outside X, for h < Hp, w < Wp; NCHW or, with `channels_last`,
@@ -33,21 +33,28 @@ kernel void conv2d_pack_weight(device float* wp [[buffer(0)]],
                                const device T* w [[buffer(1)]],
                                constant Conv2dPackParams& p [[buffer(2)]],
                                uint3 gid [[thread_position_in_grid]]) {
+  // One thread writes the TILE_C contiguous floats of one (block, tap, input channel).
   const long taps = p.KH * p.KW;
-  if (long(gid.x) >= TILE_C * p.ca || long(gid.y) >= taps || long(gid.z) >= p.groups * p.tiles_g) return;
-  const long o = gid.x % TILE_C, a = gid.x / TILE_C, tap = gid.y, tile = gid.z;
+  const long a = gid.x, tap = gid.y, tile = gid.z;
+  if (a >= p.ca || tap >= taps || tile >= p.groups * p.tiles_g) return;
   const long kh = tap / p.KW, kw = tap - (tap / p.KW) * p.KW;
   const long g = tile / p.tiles_g;
-  const long b = (tile - g * p.tiles_g) * TILE_C + o;  // within the group
-  float v = 0.0f;
-  if (b < p.cb) {
-    if (p.transposed)  // a: a channel of Y, b: a channel of X
-      v = float(w[(g * p.ca + a) * p.w_s[0] + b * p.w_s[1] + (p.KH - 1 - kh) * p.w_s[2] +
-                  (p.KW - 1 - kw) * p.w_s[3]]);
-    else
-      v = float(w[(g * p.cb + b) * p.w_s[0] + a * p.w_s[1] + kh * p.w_s[2] + kw * p.w_s[3]]);
+  const long b0 = (tile - g * p.tiles_g) * TILE_C;  // within the group
+  device float* out = wp + ((tile * taps + tap) * p.ca + a) * TILE_C;
+  // W's element for (b, a, kh, kw) is src + b * bstep.
+  const device T* src;
+  long bstep;
+  if (p.transposed) {  // a: a channel of Y, b: a channel of X
+    src = w + (g * p.ca + a) * p.w_s[0] + (p.KH - 1 - kh) * p.w_s[2] + (p.KW - 1 - kw) * p.w_s[3];
+    bstep = p.w_s[1];
+  } else {
+    src = w + g * p.cb * p.w_s[0] + a * p.w_s[1] + kh * p.w_s[2] + kw * p.w_s[3];
+    bstep = p.w_s[0];
   }
-  wp[((tile * taps + tap) * p.ca + a) * TILE_C + o] = v;
+  for (int o = 0; o < TILE_C; ++o) {
+    const long b = b0 + o;
+    out[o] = b < p.cb ? float(src[b * bstep]) : 0.0f;
+  }
 }
 
 // Mirrored by backend/kernels/conv2d_tiled_params.h.

@@ -110,7 +110,7 @@ void encodeConv2dPackWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipe
   encoder.setBuffer(packed.buffer, packed.byte_offset, 0);
   encoder.setBuffer(w.buffer, w.byte_offset, 1);
   encoder.setBytes(&p, sizeof p, 2);
-  dispatch(encoder, kConvTileC * p.ca, g.KH * g.KW, g.groups * p.tiles_g);
+  dispatch(encoder, p.ca, g.KH * g.KW, g.groups * p.tiles_g);
 }
 
 bool conv2dTiledForwardApplies(const Conv2dGeometry& g) {
