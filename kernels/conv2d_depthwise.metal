@@ -75,6 +75,13 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
   const float b = p.has_bias ? float(bias[c * p.b_s]) : 0.0f;
   device T* yc = y + n * p.y_s[0] + c * p.y_s[1];
   const long nr = min(long(DW_R), p.OH - oh0), nj = min(long(DW_P), p.OW - ow0);
+  if (nr == DW_R && nj == DW_P && p.y_s[3] == 1) {  // a whole tile in unit-stride rows
+    UNROLL for (int r = 0; r < DW_R; ++r) {
+      device T* yr = yc + (oh0 + r) * p.y_s[2] + ow0;
+      UNROLL for (int j = 0; j < DW_P; ++j) yr[j] = T(res[r][j] + b);
+    }
+    return;
+  }
   for (long r = 0; r < nr; ++r)
     for (long j = 0; j < nj; ++j) yc[(oh0 + r) * p.y_s[2] + (ow0 + j) * p.y_s[3]] = T(res[r][j] + b);
 }
