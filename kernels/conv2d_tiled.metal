@@ -15,8 +15,8 @@
 //   of one row in registers: per input channel and tap, TILE_P inputs and TILE_C
 //   weights feed TILE_C * TILE_P multiply-adds. A row's last tile ends at the row's
 //   end (overlapping the one before it and recomputing the shared outputs
-//   identically); with OW < TILE_P a tile reads past the row end, into the next row or
-//   the workspace's slack, and drops those outputs.
+//   identically); with OW < TILE_P the padded copy's rows are a whole tile wide and
+//   the tile drops its extra outputs.
 //   Grid: x = OH * ceil(OW / TILE_P), y = tiles of all groups, z = N.
 //   The input gradient of a stride-1 convolution is the same computation (dY
 //   convolved with the transposed, flipped weight, which conv2d_pack_weight also
