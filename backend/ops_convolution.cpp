@@ -13,8 +13,13 @@
 //   transposed forward      X = bwd_x(Y=input, W) + b
 //   transposed backward     dY(=d input) = fwd(dX(=grad_output), W), dW = bwd_w(input, dX),
 //                           db = sum(grad_output)
+// Each of fwd and bwd_x runs on the fastest kernels that apply (planForward): 3x3
+// depthwise (conv2d_depthwise.h), register-tiled over a packed weight (conv2d_tiled.h;
+// bwd_x as a forward with the flipped weight when strides are 1, and a strided 1x1's
+// bwd_x as that on the stride's grid), else the direct kernels; bwd_w likewise.
 // Everything else (3-D convolutions, float64, other dtypes) runs on the CPU over the same
 // memory, as the fallback does, and is counted in torch.metalx.fallback_stats().
+// The prepacked-weight entry points at the end serve ops_conv_prepack.cpp.
 //
 // Output memory format: channels_last when the input or the weight suggests it (as
 // CPU's mkldnn path decides), contiguous otherwise.
@@ -123,9 +128,10 @@ bool isStridedPointwise(const Conv2dGeometry& g) {
 
 // One "regular" convolution Y = conv(X, W) (+ bias) to encode: on the 3x3 depthwise or
 // the tiled kernels when they apply (with the packed weight and scratch they need,
-// allocated here, before encoding), else on the direct ones. `input_grad` says that `g` is the input gradient
-// of a stride-1 convolution whose weight is W (so W is packed transposed and flipped);
-// the direct route then runs that convolution's input-gradient kernel instead.
+// allocated here, before encoding), else on the direct ones. `input_grad` says that
+// `g` is a convolution whose input gradient is wanted (Y := dX from X := dY): the fast
+// kernels run it as a forward with the transposed, flipped weight when `g` has unit
+// strides, the direct route runs the input-gradient kernel.
 struct ForwardRun {
   Conv2dGeometry g;             // of the computation Y = conv(X, W)
   Conv2dGeometry direct;        // what the direct kernel is given
@@ -363,11 +369,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   }
   const bool depthwise_weight =
       want_weight && g.N > 0 && kernels::conv2dDepthwise3BackwardWeightApplies(g, operandOf(y_role));
-  const bool tiled_weight = want_weight && g.N > 0 && !depthwise_weight && kernels::conv2dTiledBackwardWeightApplies(g);
+  const bool tiled_weight =
+      want_weight && g.N > 0 && !depthwise_weight && kernels::conv2dTiledBackwardWeightApplies(g);
   at::Tensor weight_scratch;
   if (depthwise_weight)
     weight_scratch = deviceBytes(kernels::conv2dDepthwise3BackwardWeightScratchBytes(dtype, g), input.options());
-  if (tiled_weight) weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
+  if (tiled_weight)
+    weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, input_target, go, w, nullptr);
     if (depthwise_weight)
@@ -398,6 +406,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace
+
 // ---- convolution from a prepacked weight (ops_convolution.h) ----
 
 namespace {
