@@ -23,7 +23,12 @@ using namespace metal;
 
 #define DW_R 4
 #define DW_P 8
+// See conv2d_tiled.metal.
+#if defined(__METAL_VERSION__)
+#define UNROLL _Pragma("unroll")
+#else
 #define UNROLL _Pragma("GCC unroll 16")
+#endif
 
 // Mirrored by backend/kernels/conv2d_depthwise_params.h.
 struct Conv2dDwParams {

@@ -46,9 +46,12 @@ struct Conv2dTiledParams {
 #define TILE_C 8  // also in conv2d_layout.metal
 #define TILE_P 8
 // Full unrolling keeps the accumulators in registers (GCC, which compiles kernels for
-// the simulator, does not unroll nested loops fully at -O2; Metal's compiler unrolls
-// constant-trip loops on its own).
+// the simulator, does not unroll nested loops fully at -O2 unless asked).
+#if defined(__METAL_VERSION__)
+#define UNROLL _Pragma("unroll")
+#else
 #define UNROLL _Pragma("GCC unroll 16")
+#endif
 
 template <typename T>
 kernel void conv2d_tiled(device T* y [[buffer(0)]],
