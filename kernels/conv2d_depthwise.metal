@@ -21,7 +21,9 @@
 #include <metal_stdlib>
 using namespace metal;
 
-#define DW_R 4
+// 7 x 8 outputs per thread: 7 rows divide the usual CNN sizes (224 / 2^k), and
+// on the simulator 7 rows ran 1.4x faster than 4 (per-thread costs amortised).
+#define DW_R 7
 #define DW_P 8
 // See conv2d_tiled.metal.
 #if defined(__METAL_VERSION__)

@@ -11,7 +11,7 @@ namespace {
 using namespace conv2d_util;
 
 // DW_R and DW_P of kernels/conv2d_depthwise.metal.
-constexpr int64_t kRows = 4;
+constexpr int64_t kRows = 7;
 constexpr int64_t kCols = 8;
 
 // The padded input copy both kernels read: whole DW_R x DW_P tiles and their 3 x 3

@@ -109,7 +109,7 @@ def test_stride1_transposed_runs_tiled_and_matches_cpu(cfg):
 DEPTHWISE = [
     # c, hw, k, padding
     (16, 28, (3, 3), 1),
-    (8, (7, 13), (3, 3), 1),     # rows and columns not multiples of the 4 x 8 tiles
+    (8, (9, 13), (3, 3), 1),     # rows and columns not multiples of the 7 x 8 tiles
     (8, 9, (3, 3), 0),
     (8, 9, (2, 3), (1, 0)),
     (8, 6, (1, 1), 0),
