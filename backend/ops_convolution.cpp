@@ -13,8 +13,13 @@
 //   transposed forward      X = bwd_x(Y=input, W) + b
 //   transposed backward     dY(=d input) = fwd(dX(=grad_output), W), dW = bwd_w(input, dX),
 //                           db = sum(grad_output)
+// Each of fwd and bwd_x runs on the fastest kernels that apply (planForward): 3x3
+// depthwise (conv2d_depthwise.h), register-tiled over a packed weight (conv2d_tiled.h;
+// bwd_x as a forward with the flipped weight when strides are 1, and a strided 1x1's
+// bwd_x as that on the stride's grid), else the direct kernels; bwd_w likewise.
 // Everything else (3-D convolutions, float64, other dtypes) runs on the CPU over the same
 // memory, as the fallback does, and is counted in torch.metalx.fallback_stats().
+// The prepacked-weight entry points at the end serve ops_conv_prepack.cpp.
 //
 // Output memory format: channels_last when the input or the weight suggests it (as
 // CPU's mkldnn path decides), contiguous otherwise.
@@ -31,6 +36,9 @@
 #include "fallback_memory.h"
 #include "fallback_report.h"
 #include "kernels/conv2d.h"
+#include "kernels/conv2d_depthwise.h"
+#include "kernels/conv2d_tiled.h"
+#include "ops_convolution.h"
 
 namespace metalx {
 namespace {
@@ -105,6 +113,85 @@ ConvOperand operandOf(const at::Tensor& t) {
   o.buffer = buffer;
   o.byte_offset = offset;
   return o;
+}
+
+at::Tensor deviceBytes(size_t bytes, const at::TensorOptions& options) {
+  return at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte).memory_format(at::MemoryFormat::Contiguous));
+}
+
+// A 1x1 kernel with a stride above 1 and no padding: its input gradient lives on the
+// stride's grid only.
+bool isStridedPointwise(const Conv2dGeometry& g) {
+  return g.KH == 1 && g.KW == 1 && (g.stride[0] > 1 || g.stride[1] > 1) && g.pad[0] == 0 && g.pad[1] == 0 &&
+         g.OH == (g.H - 1) / g.stride[0] + 1 && g.OW == (g.W - 1) / g.stride[1] + 1;
+}
+
+// One "regular" convolution Y = conv(X, W) (+ bias) to encode: on the 3x3 depthwise or
+// the tiled kernels when they apply (with the packed weight and scratch they need,
+// allocated here, before encoding), else on the direct ones. `input_grad` says that
+// `g` is a convolution whose input gradient is wanted (Y := dX from X := dY): the fast
+// kernels run it as a forward with the transposed, flipped weight when `g` has unit
+// strides, the direct route runs the input-gradient kernel.
+struct ForwardRun {
+  Conv2dGeometry g;             // of the computation Y = conv(X, W)
+  Conv2dGeometry direct;        // what the direct kernel is given
+  bool input_grad = false;
+  bool depthwise = false;
+  bool tiled = false;
+  at::Tensor packed;            // tiled only
+  at::Tensor scratch;
+};
+
+ForwardRun planForward(const Conv2dGeometry& g, bool input_grad, const at::Tensor& x, const at::TensorOptions& options,
+                       const at::Tensor* prepacked = nullptr) {
+  ForwardRun r;
+  r.direct = g;
+  r.input_grad = input_grad;
+  if (input_grad) {
+    auto as_forward = kernels::conv2dInputGradAsForward(g);
+    if (!as_forward) {
+      r.g = g;
+      return r;
+    }
+    r.g = *as_forward;
+  } else {
+    r.g = g;
+  }
+  if (g.N == 0) return r;  // nothing to compute: the direct kernels encode nothing
+  const DType dtype = *convDType(x.scalar_type());
+  if (!prepacked && kernels::conv2dDepthwise3Applies(r.g)) {
+    r.depthwise = true;
+    r.scratch = deviceBytes(kernels::conv2dDepthwise3ForwardScratchBytes(dtype, r.g), options);
+    return r;
+  }
+  if (!kernels::conv2dTiledForwardApplies(r.g)) return r;
+  r.tiled = true;
+  r.packed = prepacked ? *prepacked
+                       : at::empty({kernels::conv2dPackedWeightFloats(r.g)}, options.dtype(at::kFloat));
+  const size_t bytes = kernels::conv2dTiledForwardScratchBytes(dtype, r.g, operandOf(x));
+  if (bytes) r.scratch = deviceBytes(bytes, options);
+  return r;
+}
+
+void encodeForward(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType dtype, const ForwardRun& r,
+                   const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const ConvOperand* bias,
+                   bool weight_prepacked = false) {
+  if (r.depthwise) {
+    kernels::encodeConv2dDepthwise3Forward(e, pipelines, dtype, r.g, operandOf(y), operandOf(x), operandOf(w), bias,
+                                           r.input_grad, operandOf(r.scratch));
+    return;
+  }
+  if (!r.tiled) {
+    if (r.input_grad)
+      kernels::encodeConv2dBackwardInput(e, pipelines, dtype, r.direct, operandOf(y), operandOf(x), operandOf(w), bias);
+    else
+      kernels::encodeConv2dForward(e, pipelines, dtype, r.direct, operandOf(y), operandOf(x), operandOf(w), bias);
+    return;
+  }
+  const ConvOperand packed = operandOf(r.packed);
+  if (!weight_prepacked) kernels::encodeConv2dPackWeight(e, pipelines, dtype, r.g, packed, operandOf(w), r.input_grad);
+  const ConvOperand scratch = r.scratch.defined() ? operandOf(r.scratch) : ConvOperand{};
+  kernels::encodeConv2dTiledForward(e, pipelines, dtype, r.g, operandOf(y), operandOf(x), packed, bias, scratch);
 }
 
 bool nativeSupported(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
@@ -210,13 +297,10 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   const DType dtype = *convDType(input.scalar_type());
   Stream& stream = currentStream(device.index());
   const ConvOperand ob = b.defined() ? operandOf(b) : ConvOperand{};
+  // A transposed convolution's forward is the input gradient of the regular one.
+  const ForwardRun run = planForward(g, transposed, x_in, input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    if (!transposed)
-      kernels::encodeConv2dForward(e, stream.pipelines(), dtype, g, operandOf(out4), operandOf(x_in), operandOf(w),
-                                   b.defined() ? &ob : nullptr);
-    else
-      kernels::encodeConv2dBackwardInput(e, stream.pipelines(), dtype, g, operandOf(out4), operandOf(x_in),
-                                         operandOf(w), b.defined() ? &ob : nullptr);
+    encodeForward(e, stream.pipelines(), dtype, run, out4, x_in, w, b.defined() ? &ob : nullptr);
   });
   return out;
 }
@@ -263,17 +347,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   // input is Y.
   const at::Tensor& x_role = transposed ? go : x_in;  // X (or dX)
   const at::Tensor& y_role = transposed ? x_in : go;  // dY (or Y)
+  const bool want_input = grad_input.defined() && grad_input.numel() > 0;
+  const bool want_weight = grad_weight.defined() && grad_weight.numel() > 0;
+  // grad_input: the input gradient of the regular convolution (from dY), or for a
+  // transposed one its forward (from dX = grad_output).
+  ForwardRun input_run;
+  at::Tensor input_target = want_input ? as2d(grad_input) : at::Tensor();
+  if (want_input && !transposed && isStridedPointwise(g)) {
+    // The input gradient of a strided 1x1 convolution without padding (a ResNet
+    // projection) is zero except on the stride's grid, where it is the stride-1
+    // input gradient: zero it, then run that on the grid's view.
+    Conv2dGeometry on_grid = g;
+    on_grid.stride[0] = on_grid.stride[1] = 1;
+    on_grid.H = g.OH;
+    on_grid.W = g.OW;
+    grad_input.zero_();
+    input_target = input_target.slice(2, 0, g.H, g.stride[0]).slice(3, 0, g.W, g.stride[1]);
+    input_run = planForward(on_grid, true, go, input.options());
+  } else if (want_input) {
+    input_run = planForward(g, !transposed, go, input.options());
+  }
+  const bool depthwise_weight =
+      want_weight && g.N > 0 && kernels::conv2dDepthwise3BackwardWeightApplies(g, operandOf(y_role));
+  const bool tiled_weight =
+      want_weight && g.N > 0 && !depthwise_weight && kernels::conv2dTiledBackwardWeightApplies(g);
+  at::Tensor weight_scratch;
+  if (depthwise_weight)
+    weight_scratch = deviceBytes(kernels::conv2dDepthwise3BackwardWeightScratchBytes(dtype, g), input.options());
+  if (tiled_weight)
+    weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    if (grad_input.defined() && grad_input.numel() > 0) {
-      const at::Tensor gi = as2d(grad_input);
-      if (!transposed)
-        kernels::encodeConv2dBackwardInput(e, stream.pipelines(), dtype, g, operandOf(gi), operandOf(go), operandOf(w),
-                                           nullptr);
-      else
-        kernels::encodeConv2dForward(e, stream.pipelines(), dtype, g, operandOf(gi), operandOf(go), operandOf(w),
-                                     nullptr);
-    }
-    if (grad_weight.defined() && grad_weight.numel() > 0)
+    if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, input_target, go, w, nullptr);
+    if (depthwise_weight)
+      kernels::encodeConv2dDepthwise3BackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
+                                                    operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
+    else if (tiled_weight)
+      kernels::encodeConv2dTiledBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
+                                               operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
+    else if (want_weight)
       kernels::encodeConv2dBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
                                           operandOf(y_role), operandOf(x_role));
     if (grad_bias.defined() && grad_bias.numel() > 0) {
@@ -295,4 +406,82 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace
+
+// ---- convolution from a prepacked weight (ops_convolution.h) ----
+
+namespace {
+
+Conv2dGeometry packedGeometry(const at::Tensor* input, at::IntArrayRef weight_shape, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  Conv2dGeometry g;
+  g.Cy = weight_shape[0];
+  g.Cx = weight_shape[1] * groups;
+  g.KH = weight_shape[2];
+  g.KW = weight_shape[3];
+  g.groups = groups;
+  for (int d = 0; d < 2; ++d) {
+    g.stride[d] = stride[d];
+    g.pad[d] = padding[d];
+    g.dilation[d] = dilation[d];
+  }
+  if (input) {
+    g.N = input->size(0);
+    g.H = input->size(2);
+    g.W = input->size(3);
+    g.OH = (g.H + 2 * g.pad[0] - g.dilation[0] * (g.KH - 1) - 1) / g.stride[0] + 1;
+    g.OW = (g.W + 2 * g.pad[1] - g.dilation[1] * (g.KW - 1) - 1) / g.stride[1] + 1;
+  }
+  return g;
+}
+
+}  // namespace
+
+bool convolutionUsesPackedWeight(at::IntArrayRef weight_shape, at::IntArrayRef stride, int64_t groups) {
+  const int64_t one[2] = {1, 1};
+  const int64_t zero[2] = {0, 0};
+  return kernels::conv2dTiledForwardApplies(packedGeometry(nullptr, weight_shape, stride, zero, one, groups));
+}
+
+int64_t packedConvolutionWeightSize(at::IntArrayRef weight_shape, int64_t groups) {
+  const int64_t one[2] = {1, 1};
+  const int64_t zero[2] = {0, 0};
+  return kernels::conv2dPackedWeightFloats(packedGeometry(nullptr, weight_shape, one, zero, one, groups));
+}
+
+at::Tensor packConvolutionWeight(const at::Tensor& weight, int64_t groups) {
+  const int64_t one[2] = {1, 1};
+  const int64_t zero[2] = {0, 0};
+  const Conv2dGeometry g = packedGeometry(nullptr, weight.sizes(), one, zero, one, groups);
+  at::Tensor packed = at::empty({kernels::conv2dPackedWeightFloats(g)}, weight.options().dtype(at::kFloat));
+  if (packed.numel() == 0) return packed;
+  const at::Tensor w = weight.resolve_neg();
+  const DType dtype = *convDType(w.scalar_type());
+  Stream& stream = currentStream(weight.device().index());
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    kernels::encodeConv2dPackWeight(e, stream.pipelines(), dtype, g, operandOf(packed), operandOf(w), false);
+  });
+  return packed;
+}
+
+at::Tensor convolutionWithPackedWeight(const at::Tensor& input, const at::Tensor& packed,
+                                       at::IntArrayRef weight_shape, const std::optional<at::Tensor>& bias,
+                                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                       int64_t groups) {
+  const at::Tensor x = input.resolve_neg();
+  const at::Tensor b = bias && bias->defined() ? bias->resolve_neg() : at::Tensor();
+  const Conv2dGeometry g = packedGeometry(&x, weight_shape, stride, padding, dilation, groups);
+  at::Tensor out = at::empty({g.N, g.Cy, g.OH, g.OW}, x.options().memory_format(x.suggest_memory_format()));
+  if (out.numel() == 0) return out;
+  const DType dtype = *convDType(x.scalar_type());
+  const ForwardRun run = planForward(g, false, x, x.options(), &packed);
+  TORCH_INTERNAL_ASSERT(run.tiled, "a packed weight needs the tiled kernel");
+  const ConvOperand ob = b.defined() ? operandOf(b) : ConvOperand{};
+  Stream& stream = currentStream(x.device().index());
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    encodeForward(e, stream.pipelines(), dtype, run, out, x, at::Tensor(), b.defined() ? &ob : nullptr,
+                  /*weight_prepacked=*/true);
+  });
+  return out;
+}
+
 }  // namespace metalx

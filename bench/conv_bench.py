@@ -6,11 +6,15 @@ ResNet-style shapes at N=8 (float32, NCHW): forward, and backward (input + weigh
 bias gradients of one conv2d) timed separately. CPU torch runs with
 torch.set_num_threads(2) (the simulator also uses the machine's cores). Reports times,
 GFLOP/s (2 * MACs / time; backward counts the two gradient convolutions) and the ratio
-CPU time / metalx time (target: >= 0.5).
+CPU time / metalx time (target: >= 0.5). The machine's load average before and after
+the run is recorded too: on a shared machine both sides slow down, CPU torch (whose
+two threads wait for each other) far more than the simulator, so ratios measured
+under load flatter metalx; compare runs made when the machine was quiet.
 """
 
 import argparse
 import json
+import os
 import platform
 import time
 
@@ -65,6 +69,7 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(2)
+    load_before = os.getloadavg()
     rows = []
     print(f"{'shape':28} {'pass':4} {'metalx ms':>10} {'cpu ms':>9} {'mx GF/s':>8} {'cpu GF/s':>8} {'ratio':>6}")
     for name, cin, cout, hw, k, stride, groups in SHAPES:
@@ -78,7 +83,8 @@ def main():
                   f"{r['cpu_gflops']:8.2f} {r['ratio']:6.2f}", flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump(dict(machine=platform.platform(), torch=torch.__version__, threads=2, n=N, rows=rows), f,
+            json.dump(dict(machine=platform.platform(), torch=torch.__version__, threads=2, n=N,
+                           load_average_before=load_before, load_average_after=os.getloadavg(), rows=rows), f,
                       indent=1)
 
 

@@ -12,6 +12,8 @@
 //                 reducing over the whole batch and every output pixel itself.
 //                 Grid: x = ceil(Cx_g / ICB) * KH * KW, y = groups * ceil(Cy_g / OCB).
 // conv2d_bwd_bias db[c] = sum over n, oh, ow of Y[n, c, oh, ow]: one thread per channel.
+//                 (Input and weight gradients of the common shapes run on the faster
+//                 kernels of conv2d_tiled.metal and conv2d_depthwise.metal.)
 // All offsets are 64-bit; values accumulate in float. No barriers.
 #include <metal_stdlib>
 using namespace metal;
@@ -248,14 +250,22 @@ kernel void conv2d_bwd_bias(device T* db [[buffer(0)]],
                             constant Conv2dParams& p [[buffer(2)]],
                             uint gid [[thread_position_in_grid]]) {
   if (long(gid) >= p.Cy) return;
+  // Eight independent partial sums over unit-stride rows: a vector's worth of adds in
+  // flight instead of one long dependent chain.
+  float part[8];
+  for (int l = 0; l < 8; ++l) part[l] = 0.0f;
   float acc = 0.0f;
   const device T* yc = y + long(gid) * p.y_s[1];
   for (long n = 0; n < p.N; ++n)
     for (long oh = 0; oh < p.OH; ++oh) {
       const device T* yr = yc + n * p.y_s[0] + oh * p.y_s[2];
-      for (long ow = 0; ow < p.OW; ++ow) acc += float(yr[ow * p.y_s[3]]);
+      long ow = 0;
+      if (p.y_s[3] == 1)
+        for (; ow + 8 <= p.OW; ow += 8)
+          for (int l = 0; l < 8; ++l) part[l] += float(yr[ow + l]);
+      for (; ow < p.OW; ++ow) acc += float(yr[ow * p.y_s[3]]);
     }
-  db[long(gid) * p.b_s] = T(acc);
+  db[long(gid) * p.b_s] = T(acc + ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])));
 }
 
 template [[host_name("conv2d_bwd_x_float_c4")]] kernel decltype(conv2d_bwd_x<float, 4>) conv2d_bwd_x<float, 4>;

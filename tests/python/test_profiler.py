@@ -29,12 +29,12 @@ def test_metalx_profiler_records_the_commands_of_its_region(torch):
     kinds = [c["kind"] for c in prof.commands]
     names = [c["name"] for c in prof.commands]
     assert kinds.count("kernel") == 2 and kinds.count("copy") == 1, prof.commands
-    assert any(n.startswith("conv2d_fwd") for n in names), names
+    assert any("conv2d" in n for n in names), names
     assert any(n.startswith("fill") for n in names), names
     copy = next(c for c in prof.commands if c["kind"] == "copy")
     assert copy["bytes"] == host.nbytes and copy["stream"] == side.stream_id
     assert all(c["duration_ms"] >= 0 and c["device"] == 0 for c in prof.commands)
-    assert "conv2d_fwd" in prof.table()
+    assert "conv2d" in prof.table()
     total = sum(count for count, _ in prof.summary().values())
     assert total == len(prof.commands)
 
@@ -63,7 +63,7 @@ def torch_profile(torch):
 
 def test_torch_profiler_shows_kernels_with_device_time(torch_profile):
     events = {e.key: e for e in torch_profile.key_averages()}
-    kernels = [k for k in events if k.startswith("conv2d_fwd")]
+    kernels = [k for k in events if "conv2d" in k and not k.startswith("aten::")]
     assert kernels, sorted(events)
     assert events[kernels[0]].self_device_time_total > 0
     assert any(k.startswith("fill") for k in events), sorted(events)
@@ -88,5 +88,5 @@ def test_chrome_trace_has_the_kernels_on_device_rows(torch_profile, tmp_path):
     torch_profile.export_chrome_trace(str(path))
     events = json.loads(path.read_text())["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    assert any(e["name"].startswith("conv2d_fwd") for e in kernels), kernels
+    assert any("conv2d" in e["name"] for e in kernels), kernels
     assert all(e["dur"] >= 0 for e in kernels)

@@ -41,6 +41,7 @@ Config load() {
   c.cxx = envStr("METALSIM_CXX", envStr("CXX", METALSIM_CXX_COMPILER));
   c.fiber_stack_bytes = static_cast<size_t>(envInt("METALSIM_FIBER_STACK_KB", 256, 16)) << 10;
   c.event_timeout_s = static_cast<double>(envInt("METALSIM_EVENT_TIMEOUT_S", 60, 1));
+  c.kernel_isa = envStr("METALSIM_KERNEL_ISA", "auto");
   return c;
 }
 

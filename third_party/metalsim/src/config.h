@@ -13,6 +13,8 @@
 //   METALSIM_FIBER_STACK_KB stack of each simulated thread that synchronises (256)
 //   METALSIM_EVENT_TIMEOUT_S how long a command buffer may wait on an event before it
 //                           fails, like Metal's GPU watchdog (default 60)
+//   METALSIM_KERNEL_ISA     which build of the built-in kernels runs: auto (default),
+//                           baseline or x86-64-v3 (kernel_isa.h)
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,7 @@ struct Config {
   std::string cxx;
   size_t fiber_stack_bytes;
   double event_timeout_s;
+  std::string kernel_isa;
 };
 
 const Config& config();

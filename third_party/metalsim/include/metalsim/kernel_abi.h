@@ -128,6 +128,10 @@ struct Registrar {
   void* context;
 };
 
+// A library's registration function (one per file, and one per built-in library and
+// instruction-set level).
+using RegisterFn = void (*)(Registrar*);
+
 // Computes the ids of the thread at `local` (position inside the group) of `group`.
 inline ThreadIds threadIds(const Launch& L, U3 group, U3 local, U3 group_size) {
   ThreadIds t;

@@ -1,0 +1,214 @@
+// 2-D convolution, the fast paths: register-tiled kernels over operands laid out the
+// way they read them (kernels/conv2d_layout.metal makes those layouts).
+//
+// conv2d_tiled        Y = conv(X, W) (+ bias), for unit horizontal stride. Needs
+//   * X with unit-stride rows and every tap a tile reads inside X's buffer: the
+//     launcher pads X into a workspace first (conv2d_pad_input) unless X needs no
+//     padding and OW >= TILE_P (then no tile reads past a row);
+//   * W packed by conv2d_pack_weight (or prepacked once: metalx.nn.PrepackedConv2d):
+//       wp[((tile * KH + kh) * KW + kw) * cx_g + ic][TILE_C]     float32
+//     where `tile` numbers the blocks of TILE_C output channels of all groups (a
+//     group's last block is padded with zero weights), so the TILE_C weights of one
+//     tap and input channel are one contiguous read, the same for every thread of the
+//     block (on a GPU, a broadcast load for the whole SIMD group).
+//   Each thread accumulates TILE_C output channels x TILE_P consecutive output pixels
+//   of one row in registers: per input channel and tap, TILE_P inputs and TILE_C
+//   weights feed TILE_C * TILE_P multiply-adds. A row's last tile ends at the row's
+//   end (overlapping the one before it and recomputing the shared outputs
+//   identically); with OW < TILE_P the padded copy's rows are a whole tile wide and
+//   the tile drops its extra outputs.
+//   Grid: x = OH * ceil(OW / TILE_P), y = tiles of all groups, z = N.
+//   The input gradient of a stride-1 convolution is the same computation (dY
+//   convolved with the transposed, flipped weight, which conv2d_pack_weight also
+//   packs), and so is a stride-1 transposed convolution.
+// conv2d_tiled_bwd_w  dW, from dY and a channels-last padded copy of X (below).
+// conv2d_sum_chunks   adds conv2d_tiled_bwd_w's partial sums into dW.
+// No threadgroup memory and no barriers: on the simulator the kernels run as plain
+// loops. Host launchers: backend/kernels/conv2d_tiled.cpp.
+#include <metal_stdlib>
+using namespace metal;
+
+// Mirrored by backend/kernels/conv2d_tiled_params.h.
+struct Conv2dTiledParams {
+  long N, Cx, H, W;          // X as the kernel reads it (padded: H, W include the pad)
+  long Cy, OH, OW;
+  long KH, KW;
+  long stride_h, dil_h, dil_w;  // the horizontal stride is 1
+  long cx_g, cy_g, tiles_g;  // channels per group, TILE_C blocks per group
+  long x_s[3];               // strides of X (n, c, h); w is unit-stride
+  long y_s[4];               // strides of Y (n, c, h, w)
+  long b_s;                  // stride of the bias
+  long has_bias;
+};
+
+// 8 x 8 accumulators: what a GPU thread holds comfortably, and on the simulator eight
+// 8-wide vector registers (measured best of 4..16 x 4..16 on x86-64-v3).
+#define TILE_C 8  // also in conv2d_layout.metal
+#define TILE_P 8
+// Full unrolling keeps the accumulators in registers (GCC, which compiles kernels for
+// the simulator, does not unroll nested loops fully at -O2 unless asked).
+#if defined(__METAL_VERSION__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("GCC unroll 16")
+#endif
+
+template <typename T>
+kernel void conv2d_tiled(device T* y [[buffer(0)]],
+                         const device T* x [[buffer(1)]],
+                         const device float* wp [[buffer(2)]],
+                         const device T* bias [[buffer(3)]],
+                         constant Conv2dTiledParams& p [[buffer(4)]],
+                         uint3 gid [[thread_position_in_grid]]) {
+  const long tiles_w = (p.OW + TILE_P - 1) / TILE_P;
+  const long pix = gid.x;
+  if (pix >= p.OH * tiles_w) return;
+  const long oh = pix / tiles_w;
+  long ow0 = (pix - oh * tiles_w) * TILE_P;
+  if (ow0 + TILE_P > p.OW && p.OW >= TILE_P) ow0 = p.OW - TILE_P;
+  const long tile = gid.y;
+  const long g = tile / p.tiles_g;
+  const long oc0 = g * p.cy_g + (tile - g * p.tiles_g) * TILE_C;
+  const long nc = min(long(TILE_C), (g + 1) * p.cy_g - oc0);
+  const long n = gid.z;
+
+  float acc[TILE_C][TILE_P];
+  UNROLL for (int o = 0; o < TILE_C; ++o)
+    UNROLL for (int j = 0; j < TILE_P; ++j) acc[o][j] = 0.0f;
+
+  const long taps = p.KH * p.KW;
+  const device float* wt = wp + tile * taps * p.cx_g * TILE_C;
+  const device T* xn = x + n * p.x_s[0] + g * p.cx_g * p.x_s[1] + oh * p.stride_h * p.x_s[2] + ow0;
+  const long xcs = p.x_s[1];
+  for (long kh = 0; kh < p.KH; ++kh) {
+    for (long kw = 0; kw < p.KW; ++kw) {
+      const device T* xt = xn + kh * p.dil_h * p.x_s[2] + kw * p.dil_w;
+      for (long ic = 0; ic < p.cx_g; ++ic) {
+        UNROLL for (int j = 0; j < TILE_P; ++j) {
+          const float xv = float(xt[j]);
+          UNROLL for (int o = 0; o < TILE_C; ++o) acc[o][j] += wt[o] * xv;
+        }
+        xt += xcs;
+        wt += TILE_C;
+      }
+    }
+  }
+
+  device T* yo = y + n * p.y_s[0] + oc0 * p.y_s[1] + oh * p.y_s[2] + ow0 * p.y_s[3];
+  const long nj = min(long(TILE_P), p.OW - ow0);
+  // Unrolled with constant indices so that acc never needs an address (it stays in
+  // registers); tiles cut by the channel or row end mask their stores.
+  UNROLL for (int o = 0; o < TILE_C; ++o) {
+    const float b = p.has_bias && o < nc ? float(bias[(oc0 + o) * p.b_s]) : 0.0f;
+    device T* yr = yo + o * p.y_s[1];
+    UNROLL for (int j = 0; j < TILE_P; ++j)
+      if (o < nc && j < nj) yr[j * p.y_s[3]] = T(acc[o][j] + b);
+  }
+}
+
+// conv2d_tiled_bwd_w: dW = the weight gradient of Y = conv(X, W), from dY and X as a
+// channels-last, padded copy Xt[n][h][w][c] (conv2d_pad_input with channels_last), so
+// every tap is in bounds and a tile's TILE_C input channels are one contiguous read.
+// A thread accumulates TILE_C output channels x TILE_C input channels of one tap over
+// the output rows [row0, row1) of the flattened (n, oh) range its grid z selects (a
+// chunk: chunks keep a threadgroup's data in cache and give a GPU enough threads). The
+// sums go to a float workspace [chunk][Cy][cx_g][KH][KW] that conv2d_sum_chunks adds
+// up into dW. Grid: x = ceil(cx_g / TILE_C) * KH * KW, y = tiles, z = chunks.
+struct Conv2dWeightGradParams {
+  long N, Cx, Hp, Wp;        // Xt: channels-last, padded
+  long Cy, OH, OW;
+  long KH, KW;
+  long stride_h, stride_w, dil_h, dil_w;
+  long cx_g, cy_g, tiles_g;
+  long rows_per_chunk;       // of the N * OH output rows
+  long y_s[4];               // strides of dY
+  long w_s[4];               // strides of dW (conv2d_sum_chunks)
+  long chunks;
+};
+
+template <typename T>
+kernel void conv2d_tiled_bwd_w(device float* partial [[buffer(0)]],
+                               const device T* dy [[buffer(1)]],
+                               const device T* xt [[buffer(2)]],
+                               constant Conv2dWeightGradParams& p [[buffer(3)]],
+                               uint3 gid [[thread_position_in_grid]]) {
+  const long taps = p.KH * p.KW;
+  const long tiles_i = (p.cx_g + TILE_C - 1) / TILE_C;
+  if (long(gid.x) >= tiles_i * taps) return;
+  const long it = gid.x / taps;
+  const long tap = gid.x - it * taps;
+  const long kh = tap / p.KW, kw = tap - (tap / p.KW) * p.KW;
+  const long tile = gid.y;
+  const long g = tile / p.tiles_g;
+  // A group's last tile ends at the group's end, overlapping the one before it (their
+  // shared weights are computed identically): the launcher runs this kernel only when
+  // both channel counts per group are at least TILE_C, so every tile is full.
+  const long ocg0 = min((tile - g * p.tiles_g) * TILE_C, p.cy_g - TILE_C);  // within the group
+  const long icg0 = min(it * TILE_C, p.cx_g - TILE_C);
+  const long row0 = long(gid.z) * p.rows_per_chunk;
+  const long row1 = min(p.N * p.OH, row0 + p.rows_per_chunk);
+
+  float acc[TILE_C][TILE_C];
+  UNROLL for (int o = 0; o < TILE_C; ++o)
+    UNROLL for (int i = 0; i < TILE_C; ++i) acc[o][i] = 0.0f;
+
+  const long ys1 = p.y_s[1], ys3 = p.y_s[3];
+  const device T* yg = dy + (g * p.cy_g + ocg0) * ys1;
+  const device T* xg = xt + g * p.cx_g + icg0 + (kh * p.dil_h * p.Wp + kw * p.dil_w) * p.Cx;
+  const long xpix = p.stride_w * p.Cx;  // the next output pixel's input, in Xt
+  for (long row = row0; row < row1; ++row) {
+    const long n = row / p.OH, oh = row - (row / p.OH) * p.OH;
+    const device T* yp = yg + n * p.y_s[0] + oh * p.y_s[2];
+    const device T* xp = xg + (n * p.Hp + oh * p.stride_h) * p.Wp * p.Cx;
+    for (long ow = 0; ow < p.OW; ++ow) {
+      UNROLL for (int o = 0; o < TILE_C; ++o) {
+        const float yv = float(yp[o * ys1]);
+        UNROLL for (int i = 0; i < TILE_C; ++i) acc[i][o] += float(xp[i]) * yv;
+      }
+      yp += ys3;
+      xp += xpix;
+    }
+  }
+
+  // Through a contiguous array, written in the order of the vector dimension, before
+  // the strided stores: on the simulator that contiguous store group is where the host
+  // compiler's SLP vectoriser starts, without it the accumulators stay scalar (in
+  // conv2d_tiled the same array makes things slower: it vectorises without). A GPU
+  // compiler keeps `res` in registers.
+  float res[TILE_C][TILE_C];
+  UNROLL for (int o = 0; o < TILE_C; ++o)
+    UNROLL for (int i = 0; i < TILE_C; ++i) res[o][i] = acc[i][o];
+  // [chunk][Cy][cx_g][KH][KW], contiguous.
+  device float* out = partial + ((long(gid.z) * p.Cy + g * p.cy_g + ocg0) * p.cx_g + icg0) * taps + tap;
+  for (int o = 0; o < TILE_C; ++o)
+    for (int i = 0; i < TILE_C; ++i) out[(o * p.cx_g + i) * taps] = res[o][i];
+}
+
+// conv2d_sum_chunks: dW[cy, cx, kh, kw] = the sum over chunks of conv2d_tiled_bwd_w's
+// workspace, in dW's dtype and strides. Grid: x = KH * KW * cx_g, y = Cy.
+template <typename T>
+kernel void conv2d_sum_chunks(device T* dw [[buffer(0)]],
+                              const device float* partial [[buffer(1)]],
+                              constant Conv2dWeightGradParams& p [[buffer(2)]],
+                              uint2 gid [[thread_position_in_grid]]) {
+  const long taps = p.KH * p.KW;
+  const long per_oc = p.cx_g * taps;
+  if (long(gid.x) >= per_oc || long(gid.y) >= p.Cy) return;
+  const long ic = gid.x / taps, tap = gid.x - (gid.x / taps) * taps;
+  const long kh = tap / p.KW, kw = tap - (tap / p.KW) * p.KW;
+  const long stride = p.Cy * per_oc;
+  const device float* src = partial + long(gid.y) * per_oc + gid.x;
+  float sum = 0.0f;
+  for (long c = 0; c < p.chunks; ++c) sum += src[c * stride];
+  dw[long(gid.y) * p.w_s[0] + ic * p.w_s[1] + kh * p.w_s[2] + kw * p.w_s[3]] = T(sum);
+}
+
+template [[host_name("conv2d_tiled_float")]] kernel decltype(conv2d_tiled<float>) conv2d_tiled<float>;
+template [[host_name("conv2d_tiled_half")]] kernel decltype(conv2d_tiled<half>) conv2d_tiled<half>;
+template [[host_name("conv2d_tiled_bfloat")]] kernel decltype(conv2d_tiled<bfloat>) conv2d_tiled<bfloat>;
+template [[host_name("conv2d_tiled_bwd_w_float")]] kernel decltype(conv2d_tiled_bwd_w<float>) conv2d_tiled_bwd_w<float>;
+template [[host_name("conv2d_tiled_bwd_w_half")]] kernel decltype(conv2d_tiled_bwd_w<half>) conv2d_tiled_bwd_w<half>;
+template [[host_name("conv2d_tiled_bwd_w_bfloat")]] kernel decltype(conv2d_tiled_bwd_w<bfloat>) conv2d_tiled_bwd_w<bfloat>;
+template [[host_name("conv2d_sum_chunks_float")]] kernel decltype(conv2d_sum_chunks<float>) conv2d_sum_chunks<float>;
+template [[host_name("conv2d_sum_chunks_half")]] kernel decltype(conv2d_sum_chunks<half>) conv2d_sum_chunks<half>;
+template [[host_name("conv2d_sum_chunks_bfloat")]] kernel decltype(conv2d_sum_chunks<bfloat>) conv2d_sum_chunks<bfloat>;

@@ -1,0 +1,137 @@
+"""The fast convolution kernels (kernels/conv2d_tiled.metal, conv2d_depthwise.metal) on
+shapes chosen to reach them and their edges, forward and every gradient against CPU:
+channel counts that are and are not multiples of the 8-channel tiles, rows narrower
+than the 8-pixel tiles and not multiples of them, padding larger than the kernel
+(a negative padding for the input gradient), strided 1x1 projections, dilation,
+groups, several weight-gradient row chunks, layouts and 16-bit dtypes. Each case also
+runs with the simulator's baseline kernel build (METALSIM_KERNEL_ISA=baseline, in a
+subprocess) in test_baseline_isa_matches_cpu."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+CL = torch.channels_last
+
+
+def tol(dtype):
+    return {torch.float32: dict(rtol=1e-4, atol=1e-4),
+            torch.float16: dict(rtol=1e-2, atol=1e-2),
+            torch.bfloat16: dict(rtol=4e-2, atol=4e-2)}[dtype]
+
+
+def run(x, w, b, transposed, go_seed, **kw):
+    x = x.detach().requires_grad_()
+    w = w.detach().requires_grad_()
+    b = None if b is None else b.detach().requires_grad_()
+    out = (F.conv_transpose2d if transposed else F.conv2d)(x, w, b, **kw)
+    go = torch.randn(out.shape, generator=torch.Generator().manual_seed(go_seed)).to(out.dtype).to(out.device)
+    grads = torch.autograd.grad(out, [t for t in (x, w, b) if t is not None], go)
+    return out, grads
+
+
+def check(cin, cout, hw, k, stride=1, padding=0, dilation=1, groups=1, n=2, bias=True, transposed=False,
+          dtype=torch.float32, layout="contiguous", output_padding=0):
+    g = torch.Generator().manual_seed(cin * 100 + cout)
+    h, w_ = hw if isinstance(hw, tuple) else (hw, hw)
+    x = torch.randn(n, cin, h, w_, generator=g)
+    wshape = (cin, cout // groups, *k) if transposed else (cout, cin // groups, *k)
+    w = torch.randn(*wshape, generator=g) * (1.0 / (cin // groups * k[0] * k[1]) ** 0.5)
+    b = torch.randn(cout, generator=g) if bias else None
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=CL)
+    x, w = x.to(dtype), w.to(dtype)
+    b = None if b is None else b.to(dtype)
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if transposed:
+        kw["output_padding"] = output_padding
+    torch.metalx.reset_fallback_stats()
+    dev = run(x.to("metalx"), w.to("metalx"), None if b is None else b.to("metalx"), transposed, 7, **kw)
+    assert not any("conv" in op for op in torch.metalx.fallback_stats())
+    f = (lambda t: t.float()) if dtype != torch.float32 else (lambda t: t)
+    ref = run(f(x), f(w), None if b is None else f(b), transposed, 7, **kw)
+    t = tol(dtype)
+    torch.testing.assert_close(dev[0].cpu().float(), ref[0].float(), **t)
+    for gd, gc in zip(dev[1], ref[1]):
+        # Gradients of weights and biases sum many products: a looser bound.
+        scale = 1.0 if gd.shape == dev[1][0].shape else 4.0
+        torch.testing.assert_close(gd.cpu().float(), gc.float(), rtol=t["rtol"] * scale, atol=t["atol"] * scale)
+
+
+TILED = [
+    # cin, cout, hw, k, stride, padding, dilation, groups
+    (16, 16, 12, (3, 3), 1, 1, 1, 1),       # every path tiled, one row chunk per image
+    (12, 20, 11, (3, 3), 1, 1, 1, 1),       # channels not multiples of 8: zero-padded / overlapped tiles
+    (16, 24, 5, (3, 3), 1, 1, 1, 1),        # rows narrower than a pixel tile
+    (8, 8, (9, 13), (3, 2), 1, (1, 0), 1, 1),  # non-square, asymmetric padding
+    (16, 16, 10, (3, 3), 1, 2, 2, 1),       # dilation
+    (32, 32, 9, (3, 3), 1, 1, 1, 2),        # groups of 16 channels
+    (16, 8, 10, (1, 1), 1, 0, 1, 1),        # 1x1: X read in place
+    (16, 32, 14, (1, 1), 2, 0, 1, 1),       # strided 1x1 projection: subsampled input
+    (8, 16, 10, (1, 1), 1, 1, 1, 1),        # padding beyond the kernel: input gradient crops
+    (16, 16, 12, (3, 3), 2, 1, 1, 1),       # strided 3x3: direct forward, tiled weight gradient
+    (4, 16, 12, (3, 3), 1, 1, 1, 1),        # 4 input channels: tiled forward, direct weight gradient
+]
+
+
+@pytest.mark.parametrize("cfg", TILED, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_tiled_paths_match_cpu(cfg, bias):
+    cin, cout, hw, k, s, p, d, g = cfg
+    check(cin, cout, hw, k, s, p, d, g, bias=bias)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_tiled_dtypes_and_layouts(dtype, layout):
+    check(16, 24, 10, (3, 3), 1, 1, dtype=dtype, layout=layout)
+    check(16, 16, 9, (1, 1), 2, 0, dtype=dtype, layout=layout)
+
+
+def test_weight_gradient_over_many_row_chunks():
+    # 4 images x 40 rows of 40 pixels: the weight gradient is split into several row
+    # chunks (conv2dWeightGradChunks), summed by conv2d_sum_chunks.
+    check(8, 8, 40, (3, 3), 1, 1, n=4)
+
+
+@pytest.mark.parametrize("cfg", [(16, 16, (3, 3), 1, 0, 1, 1), (8, 16, (3, 3), 1, 0, 2, 1), (16, 8, (1, 1), 1, 0, 1, 2)],
+                         ids=lambda c: "-".join(map(str, c)))
+def test_stride1_transposed_runs_tiled_and_matches_cpu(cfg):
+    cin, cout, k, s, p, d, g = cfg
+    check(cin, cout, 9, k, s, p, d, g, transposed=True)
+    check(cin, cout, 9, k, s, 1, d, g, transposed=True, output_padding=1 if d > 1 else 0)
+
+
+DEPTHWISE = [
+    # c, hw, k, padding
+    (16, 28, (3, 3), 1),
+    (8, (9, 13), (3, 3), 1),     # rows and columns not multiples of the 7 x 8 tiles
+    (8, 9, (3, 3), 0),
+    (8, 9, (2, 3), (1, 0)),
+    (8, 6, (1, 1), 0),
+    (8, 5, (3, 3), 2),           # padding beyond the kernel
+]
+
+
+@pytest.mark.parametrize("cfg", DEPTHWISE, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_depthwise3_matches_cpu(cfg, layout):
+    c, hw, k, p = cfg
+    check(c, c, hw, k, 1, p, 1, c, layout=layout)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_depthwise3_dtypes(dtype):
+    check(16, 16, 12, (3, 3), 1, 1, 1, 16, dtype=dtype)
+
+
+def test_baseline_isa_matches_cpu():
+    """The same cases with the simulator's baseline (non-AVX2) kernel build."""
+    env = dict(os.environ, METALSIM_KERNEL_ISA="baseline")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-k", "not baseline", __file__],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

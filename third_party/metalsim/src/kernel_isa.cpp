@@ -1,0 +1,53 @@
+// Choosing the built-in kernels' instruction-set level (see kernel_isa.h).
+#include "kernel_isa.h"
+
+#include "config.h"
+#include "metalx/runtime/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace metalsim {
+
+bool cpuSupportsX86_64_v3() {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool fma = c & (1u << 12), movbe = c & (1u << 22), osxsave = c & (1u << 27), avx = c & (1u << 28),
+             f16c = c & (1u << 29);
+  if (!(fma && movbe && osxsave && avx && f16c)) return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0x6u) != 0x6u) return false;  // the OS saves SSE and AVX state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool bmi1 = b & (1u << 3), avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
+  if (!(bmi1 && avx2 && bmi2)) return false;
+  if (!__get_cpuid(0x80000001u, &a, &b, &c, &d)) return false;
+  return c & (1u << 5);  // LZCNT
+#else
+  return false;
+#endif
+}
+
+KernelIsaChoice chooseKernelIsa(kabi::RegisterFn baseline, kabi::RegisterFn x86_64_v3) {
+  const std::string& want = config().kernel_isa;
+  if (want == "baseline") return {baseline, "baseline"};
+  if (want == "x86-64-v3") {
+    if (!x86_64_v3)
+      throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
+                              "METALSIM_KERNEL_ISA=x86-64-v3, but the built-in kernels were not built for "
+                              "x86-64-v3 (only for x86-64 hosts)");
+    if (!cpuSupportsX86_64_v3())
+      throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
+                              "METALSIM_KERNEL_ISA=x86-64-v3, but this CPU lacks x86-64-v3 (AVX2, FMA, BMI2)");
+    return {x86_64_v3, "x86-64-v3"};
+  }
+  if (want != "auto")
+    throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
+                            "METALSIM_KERNEL_ISA must be auto, baseline or x86-64-v3, not '" + want + "'");
+  if (x86_64_v3 && cpuSupportsX86_64_v3()) return {x86_64_v3, "x86-64-v3"};
+  return {baseline, "baseline"};
+}
+
+}  // namespace metalsim
