@@ -25,6 +25,13 @@ c10::Stream unwrap(Stream& stream) {
                      stream.id());
 }
 
+// The device's index (the current device for -1), checked to exist.
+c10::DeviceIndex validIndex(c10::Device device) {
+  const c10::DeviceIndex index = resolveDeviceIndex(device.index());
+  checkDeviceIndex(index);
+  return index;
+}
+
 // Runtime failures (std::exception from core/) become c10::Errors with their message.
 template <typename Fn>
 auto translated(Fn&& fn) -> decltype(fn()) {
@@ -65,19 +72,17 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
   // ---- streams ----
 
   c10::Stream getStream(c10::Device device) const override {
-    return unwrap(currentStream(resolveDeviceIndex(device.index())));
+    return unwrap(currentStream(validIndex(device)));
   }
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return unwrap(defaultStream(resolveDeviceIndex(device.index())));
+    return unwrap(defaultStream(validIndex(device)));
   }
   // Metal queues have no priorities: every priority gets an ordinary pool stream.
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*isHighPriority*/) const override {
-    return unwrap(streamFromPool(resolveDeviceIndex(device.index())));
+    return unwrap(streamFromPool(validIndex(device)));
   }
   c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
-    const c10::DeviceIndex index = resolveDeviceIndex(device.index());
-    checkDeviceIndex(index);
-    return unwrap(streamFromPool(index));
+    return unwrap(streamFromPool(validIndex(device)));
   }
   c10::Stream exchangeStream(c10::Stream stream) const override {
     return unwrap(setCurrentStream(streamFor(stream)));

@@ -245,7 +245,7 @@ class MetalxHostAllocator final : public at::HostAllocator {
   // Recording the stream's current command buffer covers everything encoded so far.
   bool record_event(void* ptr, void* /*ctx*/, c10::Stream stream) override {
     if (stream.device_type() != c10::DeviceType::PrivateUse1 || !pool().isPinned(ptr)) return false;
-    Stream& s = streamById(stream.device_index(), stream.id());
+    Stream& s = streamFor(stream);  // a c10::Error for an unknown stream
     pool().recordUse(ptr, s, s.currentSequence());
     return true;
   }

@@ -289,3 +289,11 @@ def test_two_devices_events_and_streams():
         """,
         METALSIM_DEVICE_COUNT="2",
     )
+
+
+def test_streams_of_a_missing_device_are_a_clear_error(torch):
+    missing = torch.metalx.device_count() + 3
+    with pytest.raises(RuntimeError, match=f"metalx device {missing} does not exist"):
+        torch.Stream(device=f"metalx:{missing}")
+    with pytest.raises(RuntimeError, match=f"metalx device {missing} does not exist"):
+        torch.accelerator.current_stream(missing)
