@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "conv2d_launch_util.h"
 #include "conv2d_params.h"
 #include "metalx/runtime/error.h"
 
@@ -10,12 +11,7 @@ namespace metalx::kernels {
 namespace {
 
 using rt::ErrorKind;
-
-std::string typeName(DType dtype) {
-  rt::check(conv2dSupportsDType(dtype), ErrorKind::Validation,
-            std::string("conv2d: unsupported dtype ") + dtypeName(dtype));
-  return kernelTypeName(dtype);  // float, half, bfloat
-}
+using namespace conv2d_util;
 
 Conv2dParams paramsFor(const Conv2dGeometry& g) {
   rt::check(g.groups > 0 && g.Cx % g.groups == 0 && g.Cy % g.groups == 0, ErrorKind::Validation,
@@ -39,20 +35,6 @@ void copyStrides(int64_t (&dst)[4], const ConvOperand& t) { std::copy(t.strides,
 
 constexpr int64_t kPixelTile = 8;      // PB in the kernels
 constexpr int64_t kDepthwiseTile = 16; // PBD in conv2d_fwd_dw
-constexpr int64_t kMaxGrid = 0xffffffffll;
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-void checkGrid(int64_t x, int64_t y, int64_t z) {
-  rt::check(x <= kMaxGrid && y <= kMaxGrid && z <= kMaxGrid, ErrorKind::Validation,
-            "conv2d: problem too large for one dispatch");
-}
-
-void dispatch(rt::ComputeEncoder& e, int64_t x, int64_t y, int64_t z) {
-  checkGrid(x, y, z);
-  const uint64_t tx = static_cast<uint64_t>(std::min<int64_t>(x, 64));
-  e.dispatchThreads({static_cast<uint64_t>(x), static_cast<uint64_t>(y), static_cast<uint64_t>(z)}, {tx, 1, 1});
-}
 
 }  // namespace
 
@@ -75,12 +57,7 @@ void encodeConv2dForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelin
   auto pipeline = pipelines.builtin(depthwise ? "conv2d_fwd_dw_" + typeName(dtype)
                                               : "conv2d_fwd_" + typeName(dtype) + "_c" + std::to_string(cb));
   encoder.setComputePipeline(pipeline);
-  encoder.setBuffer(y.buffer, y.byte_offset, 0);
-  // Empty X or W (Cx_g == 0 or a 0-sized kernel) still bind: the kernel reads nothing.
-  encoder.setBuffer(x.buffer ? x.buffer : y.buffer, x.buffer ? x.byte_offset : 0, 1);
-  encoder.setBuffer(w.buffer ? w.buffer : y.buffer, w.buffer ? w.byte_offset : 0, 2);
-  if (bias) encoder.setBuffer(bias->buffer, bias->byte_offset, 3);
-  else encoder.setBuffer(y.buffer, y.byte_offset, 3);  // bound but unread
+  bindForwardOperands(encoder, y, x, w, bias);
   encoder.setBytes(&p, sizeof p, 4);
   if (depthwise)
     dispatch(encoder, p.OH * ceilDiv(p.OW, kDepthwiseTile), p.Cy, p.N);

@@ -68,11 +68,7 @@ void encodeConv2dDepthwise3Forward(rt::ComputeEncoder& encoder, rt::PipelineCach
   p.b_s = bias ? bias->strides[0] : 0;
   p.flip = flip;
   encoder.setComputePipeline(pipelines.builtin("conv2d_dw3_" + typeName(dtype)));
-  encoder.setBuffer(y.buffer, y.byte_offset, 0);
-  encoder.setBuffer(scratch.buffer, scratch.byte_offset, 1);
-  encoder.setBuffer(w.buffer, w.byte_offset, 2);
-  if (bias) encoder.setBuffer(bias->buffer, bias->byte_offset, 3);
-  else encoder.setBuffer(y.buffer, y.byte_offset, 3);  // bound but unread
+  bindForwardOperands(encoder, y, scratch, w, bias);
   encoder.setBytes(&p, sizeof p, 4);
   dispatch(encoder, ceilDiv(g.OH, kRows) * ceilDiv(g.OW, kCols), g.Cy, g.N);
 }

@@ -20,6 +20,15 @@ void dispatch(rt::ComputeEncoder& e, int64_t x, int64_t y, int64_t z) {
   e.dispatchThreads({static_cast<uint64_t>(x), static_cast<uint64_t>(y), static_cast<uint64_t>(z)}, {tx, 1, 1});
 }
 
+void bindForwardOperands(rt::ComputeEncoder& e, const ConvOperand& y, const ConvOperand& x, const ConvOperand& w,
+                         const ConvOperand* bias) {
+  e.setBuffer(y.buffer, y.byte_offset, 0);
+  e.setBuffer(x.buffer ? x.buffer : y.buffer, x.buffer ? x.byte_offset : 0, 1);
+  e.setBuffer(w.buffer ? w.buffer : y.buffer, w.buffer ? w.byte_offset : 0, 2);
+  if (bias) e.setBuffer(bias->buffer, bias->byte_offset, 3);
+  else e.setBuffer(y.buffer, y.byte_offset, 3);
+}
+
 ConvOperand region(const ConvOperand& scratch, size_t offset) {
   ConvOperand r = scratch;
   r.byte_offset += offset;

@@ -1,4 +1,4 @@
-// Helpers shared by the convolution launchers (conv2d_tiled.cpp, conv2d_depthwise.cpp).
+// Helpers shared by the convolution launchers (conv2d.cpp, conv2d_tiled.cpp, conv2d_depthwise.cpp).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,12 @@ void dispatch(rt::ComputeEncoder& e, int64_t x, int64_t y, int64_t z);
 
 // `scratch` moved `offset` bytes on.
 ConvOperand region(const ConvOperand& scratch, size_t offset);
+
+// The forward kernels' operands: y at [[buffer(0)]], x at 1, w at 2, bias at 3 (y when
+// there is none: bound but unread). An empty x or w (no buffer: Cx_g == 0 or a 0-sized
+// kernel) binds y in its place; the kernel then reads nothing from it.
+void bindForwardOperands(rt::ComputeEncoder& e, const ConvOperand& y, const ConvOperand& x, const ConvOperand& w,
+                         const ConvOperand* bias);
 
 // conv2d_pad_input: a padded (NCHW or NHWC) copy of x into `out`.
 void encodePadInput(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType dtype, const Conv2dPadParams& p,

@@ -173,11 +173,7 @@ void encodeConv2dTiledForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pi
   p.has_bias = bias != nullptr;
   p.b_s = bias ? bias->strides[0] : 0;
   encoder.setComputePipeline(pipelines.builtin("conv2d_tiled_" + typeName(dtype)));
-  encoder.setBuffer(y.buffer, y.byte_offset, 0);
-  encoder.setBuffer(xin.buffer, xin.byte_offset, 1);
-  encoder.setBuffer(packed_w.buffer, packed_w.byte_offset, 2);
-  if (bias) encoder.setBuffer(bias->buffer, bias->byte_offset, 3);
-  else encoder.setBuffer(y.buffer, y.byte_offset, 3);  // bound but unread
+  bindForwardOperands(encoder, y, xin, packed_w, bias);
   encoder.setBytes(&p, sizeof p, 4);
   dispatch(encoder, g.OH * ceilDiv(g.OW, kConvTileP), g.groups * p.tiles_g, g.N);
 }
