@@ -80,21 +80,6 @@ std::optional<c10::Device> deviceOfArguments(const c10::OperatorHandle& op, c10:
   return device;
 }
 
-// A CPU tensor over the same memory as a metalx tensor. Its storage is resizable with
-// the CPU allocator, so a CPU kernel that must grow an out= argument can (the result
-// then goes back by copy).
-at::Tensor cpuAlias(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
-  c10::Storage alias_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                             c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)),
-                             c10::GetCPUAllocator(), /*resizable=*/true);
-  at::Tensor alias = at::empty({0}, t.options().device(c10::DeviceType::CPU));
-  alias.set_(alias_storage, t.storage_offset(), t.sizes(), t.strides());
-  alias._set_neg(t.is_neg());
-  alias._set_conj(t.is_conj());
-  return alias;
-}
-
 struct Aliased {
   at::Tensor original;  // the metalx tensor
   at::Tensor alias;     // the CPU tensor given to the kernel

@@ -81,6 +81,18 @@ FallbackOutputScope::FallbackOutputScope(c10::DeviceIndex device) : previous_(t_
 }
 FallbackOutputScope::~FallbackOutputScope() { t_device = previous_; }
 
+at::Tensor cpuAlias(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  c10::Storage alias_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                             c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)),
+                             c10::GetCPUAllocator(), /*resizable=*/true);
+  at::Tensor alias = at::empty({0}, t.options().device(c10::DeviceType::CPU));
+  alias.set_(alias_storage, t.storage_offset(), t.sizes(), t.strides());
+  alias._set_neg(t.is_neg());
+  alias._set_conj(t.is_conj());
+  return alias;
+}
+
 std::optional<at::Tensor> adoptAsDeviceTensor(const at::Tensor& cpu) {
   if (!cpu.defined() || !cpu.has_storage()) return std::nullopt;
   c10::StorageImpl* storage = cpu.storage().unsafeGetStorageImpl();

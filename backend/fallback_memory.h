@@ -28,6 +28,12 @@ class FallbackOutputScope {
   c10::DeviceIndex previous_;
 };
 
+// A CPU tensor over the same memory as metalx tensor `t` (same storage bytes, offset,
+// sizes, strides, neg/conj bits), for a CPU kernel to read or write in place. Its
+// storage is resizable with the CPU allocator, so a kernel that must grow an out=
+// argument can (the memory then moves to the CPU; the caller copies it back).
+at::Tensor cpuAlias(const at::Tensor& t);
+
 // `cpu` as a metalx tensor over the same memory, if that memory is device memory
 // allocated for the fallback and `cpu` owns it alone; nullopt otherwise.
 std::optional<at::Tensor> adoptAsDeviceTensor(const at::Tensor& cpu);

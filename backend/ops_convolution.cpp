@@ -82,19 +82,9 @@ c10::Device commonDevice(std::initializer_list<const at::Tensor*> tensors, const
 
 // ---- the CPU route (3-D, float64, other dtypes) ----
 
-// A CPU tensor over the same memory (the device must be idle: synchronize first).
-at::Tensor cpuAlias(const at::Tensor& t) {
-  if (!t.defined() || !isMetalx(t)) return t;
-  const c10::Storage& storage = t.storage();
-  c10::Storage alias_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                             c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)),
-                             /*allocator=*/nullptr, /*resizable=*/false);
-  at::Tensor alias = at::empty({0}, t.options().device(c10::DeviceType::CPU));
-  alias.set_(alias_storage, t.storage_offset(), t.sizes(), t.strides());
-  alias._set_neg(t.is_neg());
-  alias._set_conj(t.is_conj());
-  return alias;
-}
+// An operand for the CPU kernel: metalx tensors as CPU aliases of their memory (the
+// device must be idle: synchronize first).
+at::Tensor cpuOperand(const at::Tensor& t) { return t.defined() && isMetalx(t) ? cpuAlias(t) : t; }
 
 at::Tensor toDevice(const at::Tensor& r, c10::Device device) {
   if (!r.defined()) return r;
@@ -268,8 +258,8 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
     at::Tensor result;
     {
       FallbackOutputScope in_device_memory(device.index());
-      result = at::convolution(cpuAlias(input), cpuAlias(weight),
-                               bias.defined() ? std::optional<at::Tensor>(cpuAlias(bias)) : std::nullopt, stride,
+      result = at::convolution(cpuOperand(input), cpuOperand(weight),
+                               bias.defined() ? std::optional<at::Tensor>(cpuOperand(bias)) : std::nullopt, stride,
                                padding, dilation, transposed, output_padding, groups);
     }
     return toDevice(result, device);
@@ -320,7 +310,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     {
       FallbackOutputScope in_device_memory(device.index());
       const std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
-      r = at::convolution_backward(cpuAlias(grad_output), cpuAlias(input), cpuAlias(weight), at::IntArrayRef(bias_sizes),
+      r = at::convolution_backward(cpuOperand(grad_output), cpuOperand(input), cpuOperand(weight), at::IntArrayRef(bias_sizes),
                                    stride, padding, dilation, transposed, output_padding, groups, output_mask);
     }
     return {toDevice(std::get<0>(r), device), toDevice(std::get<1>(r), device), toDevice(std::get<2>(r), device)};
