@@ -46,6 +46,12 @@ void setCurrentDevice(c10::DeviceIndex index) {
 
 void setCurrentDeviceUnchecked(c10::DeviceIndex index) noexcept { current_device = index; }
 
+c10::DeviceIndex existingDeviceIndex(c10::DeviceIndex index) {
+  const c10::DeviceIndex resolved = resolveDeviceIndex(index);
+  checkDeviceIndex(resolved);
+  return resolved;
+}
+
 c10::DeviceIndex toDeviceIndex(int64_t index) {
   TORCH_CHECK(index >= 0 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
               "metalx device index must be non-negative, got ", index);
@@ -58,20 +64,12 @@ c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index) {
 
 void synchronizeDevice(c10::DeviceIndex index) {
   checkDeviceIndex(index);
-  try {
-    synchronizeAllStreams(index);
-  } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, e.what());
-  }
+  withTorchErrors([&] { synchronizeAllStreams(index); });
 }
 
 void synchronizeCurrentStream(c10::DeviceIndex index) {
   checkDeviceIndex(index);
-  try {
-    currentStream(index).synchronize();
-  } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, e.what());
-  }
+  withTorchErrors([&] { currentStream(index).synchronize(); });
 }
 
 Stream& streamFor(const c10::Stream& stream) {

@@ -7,8 +7,10 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
+#include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <stdexcept>
 
 namespace metalx::rt {
 class Device;
@@ -40,6 +42,23 @@ c10::DeviceIndex toDeviceIndex(int64_t index);
 
 // `index`, or the current device when `index` is -1 (torch's "no index given").
 c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index);
+// resolveDeviceIndex, then checkDeviceIndex: a device that exists.
+c10::DeviceIndex existingDeviceIndex(c10::DeviceIndex index);
+
+// Runs fn, rethrowing the runtime's and the core's std::exceptions as c10::Errors with
+// their message (std::invalid_argument as a ValueError); c10::Errors pass unchanged.
+template <typename Fn>
+auto withTorchErrors(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
 
 // Waits until all work queued on the device, on every stream, has finished.
 void synchronizeDevice(c10::DeviceIndex index);

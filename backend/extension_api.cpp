@@ -35,12 +35,6 @@ auto translatingRuntimeErrors(const char* what, F&& f) {
   }
 }
 
-c10::DeviceIndex validDevice(c10::DeviceIndex device) {
-  c10::DeviceIndex index = resolveDeviceIndex(device);
-  checkDeviceIndex(index);
-  return index;
-}
-
 BufferSlice bufferOf(const at::TensorBase& tensor) {
   TORCH_CHECK(tensor.defined(), "metalx::ext::bufferOf: the tensor is undefined");
   TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
@@ -54,7 +48,7 @@ BufferSlice bufferOf(const at::TensorBase& tensor) {
 
 rt::LibraryPtr compileLibrary(c10::DeviceIndex device, const std::string& source,
                               const std::string& source_name) {
-  const c10::DeviceIndex index = validDevice(device);
+  const c10::DeviceIndex index = existingDeviceIndex(device);
   rt::CompileOptions options;
   options.source_name = source_name;
   return translatingRuntimeErrors("metalx::ext::compileLibrary", [&] {
@@ -65,7 +59,7 @@ rt::LibraryPtr compileLibrary(c10::DeviceIndex device, const std::string& source
 rt::ComputePipelinePtr pipeline(c10::DeviceIndex device, const rt::LibraryPtr& library,
                                 const std::string& kernel_name) {
   TORCH_CHECK(library, "metalx::ext::pipeline: the library is null");
-  const c10::DeviceIndex index = validDevice(device);
+  const c10::DeviceIndex index = existingDeviceIndex(device);
   if (!library->hasFunction(kernel_name)) {
     std::string known;
     for (const std::string& name : library->functionNames()) known += (known.empty() ? "" : ", ") + name;
@@ -79,7 +73,7 @@ rt::ComputePipelinePtr pipeline(c10::DeviceIndex device, const rt::LibraryPtr& l
 
 void encodeCompute(c10::DeviceIndex device, const ext::ComputeEncodeFn& encode) {
   TORCH_CHECK(encode, "metalx::ext::encodeCompute: the encode function is empty");
-  const c10::DeviceIndex index = validDevice(device);
+  const c10::DeviceIndex index = existingDeviceIndex(device);
   translatingRuntimeErrors("metalx::ext::encodeCompute", [&] {
     // Exclusive: a metalx op called from inside `encode` would reuse (and re-bind) the
     // encoder `encode` is using; the stream refuses it with a clear error instead.
@@ -90,19 +84,19 @@ void encodeCompute(c10::DeviceIndex device, const ext::ComputeEncodeFn& encode) 
   });
 }
 
-int64_t currentStreamId(c10::DeviceIndex device) { return currentStream(validDevice(device)).id(); }
+int64_t currentStreamId(c10::DeviceIndex device) { return currentStream(existingDeviceIndex(device)).id(); }
 
 void flush(c10::DeviceIndex device) {
-  const c10::DeviceIndex index = validDevice(device);
+  const c10::DeviceIndex index = existingDeviceIndex(device);
   translatingRuntimeErrors("metalx::ext::flush", [&] { currentStream(index).flush(); });
 }
 
 void synchronize(c10::DeviceIndex device) {
   // Throws c10::Error for work that failed on the device.
-  synchronizeCurrentStream(validDevice(device));
+  synchronizeCurrentStream(existingDeviceIndex(device));
 }
 
-const rt::DeviceInfo& deviceInfo(c10::DeviceIndex device) { return runtimeDevice(validDevice(device)).info(); }
+const rt::DeviceInfo& deviceInfo(c10::DeviceIndex device) { return runtimeDevice(existingDeviceIndex(device)).info(); }
 
 const ext::detail::ApiTable kTable = {
     ext::kExtensionAbiVersion,

@@ -8,7 +8,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include <stdexcept>
 
 #include "allocator.h"
 #include "core/stream_event.h"
@@ -23,27 +22,6 @@ constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 c10::Stream unwrap(Stream& stream) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, static_cast<c10::DeviceIndex>(stream.deviceIndex())),
                      stream.id());
-}
-
-// The device's index (the current device for -1), checked to exist.
-c10::DeviceIndex validIndex(c10::Device device) {
-  const c10::DeviceIndex index = resolveDeviceIndex(device.index());
-  checkDeviceIndex(index);
-  return index;
-}
-
-// Runtime failures (std::exception from core/) become c10::Errors with their message.
-template <typename Fn>
-auto translated(Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, e.what());
-  }
 }
 
 struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
@@ -72,17 +50,17 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
   // ---- streams ----
 
   c10::Stream getStream(c10::Device device) const override {
-    return unwrap(currentStream(validIndex(device)));
+    return unwrap(currentStream(existingDeviceIndex(device.index())));
   }
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return unwrap(defaultStream(validIndex(device)));
+    return unwrap(defaultStream(existingDeviceIndex(device.index())));
   }
   // Metal queues have no priorities: every priority gets an ordinary pool stream.
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*isHighPriority*/) const override {
-    return unwrap(streamFromPool(validIndex(device)));
+    return unwrap(streamFromPool(existingDeviceIndex(device.index())));
   }
   c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
-    return unwrap(streamFromPool(validIndex(device)));
+    return unwrap(streamFromPool(existingDeviceIndex(device.index())));
   }
   c10::Stream exchangeStream(c10::Stream stream) const override {
     return unwrap(setCurrentStream(streamFor(stream)));
@@ -91,7 +69,7 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
   bool queryStream(const c10::Stream& stream) const override { return streamFor(stream).query(); }
   void synchronizeStream(const c10::Stream& stream) const override {
     Stream& s = streamFor(stream);
-    translated([&] { s.synchronize(); });
+    withTorchErrors([&] { s.synchronize(); });
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     metalx::synchronizeDevice(resolveDeviceIndex(index));
@@ -112,13 +90,13 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
     Stream& s = streamFor(stream);
     if (!*event) *event = new StreamEvent(s.deviceIndex(), flag == c10::EventFlag::BACKEND_DEFAULT);
     auto* e = static_cast<StreamEvent*>(*event);
-    translated([&] { e->record(s); });
+    withTorchErrors([&] { e->record(s); });
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     if (!event) return;  // never recorded: nothing to wait for
     Stream& s = streamFor(stream);
-    translated([&] { static_cast<StreamEvent*>(event)->block(s); });
+    withTorchErrors([&] { static_cast<StreamEvent*>(event)->block(s); });
   }
 
   bool queryEvent(void* event) const override {
@@ -126,12 +104,12 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeEvent(void* event) const override {
-    if (event) translated([&] { static_cast<StreamEvent*>(event)->synchronize(); });
+    if (event) withTorchErrors([&] { static_cast<StreamEvent*>(event)->synchronize(); });
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {
     TORCH_CHECK_VALUE(start && end, "metalx: elapsed_time: both events must be recorded first");
-    return translated(
+    return withTorchErrors(
         [&] { return static_cast<StreamEvent*>(start)->elapsedMilliseconds(*static_cast<StreamEvent*>(end)); });
   }
 

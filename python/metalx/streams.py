@@ -97,12 +97,16 @@ def default_stream(device=None) -> Stream:
     return Stream(stream_id=0, device_index=index, device_type=device_type)
 
 
+def _check_metalx_stream(stream) -> None:
+    if stream.device.type != "metalx":
+        raise ValueError(f"expected a metalx stream, got a stream of {stream.device}")
+
+
 def set_stream(stream) -> None:
     """Makes `stream` current on this thread (and its device the current device)."""
     if stream is None:
         return
-    if stream.device.type != "metalx":
-        raise ValueError(f"expected a metalx stream, got a stream of {stream.device}")
+    _check_metalx_stream(stream)
     _lazy_init()
     torch.accelerator.set_stream(stream)
 
@@ -119,8 +123,7 @@ class StreamContext:
     def __enter__(self):
         if self.stream is None:
             return self.stream
-        if self.stream.device.type != "metalx":
-            raise ValueError(f"expected a metalx stream, got a stream of {self.stream.device}")
+        _check_metalx_stream(self.stream)
         _lazy_init()
         previous_device = torch.accelerator.current_device_index()
         self._restore = [current_stream(self.stream.device_index)]
