@@ -93,12 +93,18 @@ def test_runner_on_fake_checkout(tmp_path):
     assert list(d["failures"]) == ["test_fake.py::TestFakePRIVATEUSE1::test_new_failure_metalx"]
     assert d["unexpected_passes"] == ["test_fake.py::TestFakePRIVATEUSE1::test_listed_but_passes_metalx"]
     assert d["skip_reasons"] and "upstream skips this" in next(iter(d["skip_reasons"]))
+    assert d["collected"] == 7 and d["partial"] is False, d
+    assert "interrupted_test" not in fake
 
-    # The abort cost its own file only, and is reported as a crash.
+    # The abort cost its own file only, and is reported as a crash in the test it hit.
     assert rows["test_crash.py"]["status"] == "crash:SIGABRT"
+    assert rows["test_crash.py"]["interrupted_test"] == "test_crash.py::test_aborts_metalx"
+    assert rows["test_crash.py"]["data"]["collected"] == 1 and rows["test_crash.py"]["data"]["partial"]
     assert rows["test_missing.py"]["status"] == "missing"
     text = (out / "summary.txt").read_text()
     assert "test_fake.py" in text and "TOTAL" in text and "NOW PASSING" in text
+    assert "test_crash.py: crash:SIGABRT after 0 of 1 tests" in text
+    assert "it ended in test_crash.py::test_aborts_metalx" in text
 
 
 def test_runner_refuses_non_checkout(tmp_path):

@@ -104,6 +104,17 @@ def format_files(rows: list[dict]) -> str:
         f"{'TOTAL':32} {'':14} {t['tests']:6d} {t['passed']:6d} {t['failed']:5d} {t['error']:4d} "
         f"{t['skipped']:6d} {t['xfailed']:6d} {t['unexpected_pass']:6d} {pass_rate(t):6.2f}% {total['seconds']:6.0f}s"
     )
+    # Files whose process did not finish: how far it got, and in which test it ended.
+    for r in rows:
+        d = r.get("data") or {}
+        if not (d.get("partial") or r.get("interrupted_test")):
+            continue
+        ran = f"{d['tests']} of {d['collected']}" if d.get("collected") is not None else f"{d.get('tests', 0)}"
+        note = f"{r['file']}: {r['status']} after {ran} tests (counts above are partial"
+        note += ", written every 200 tests)" if d else ")"
+        if r.get("interrupted_test"):
+            note += f"; it ended in {r['interrupted_test']}"
+        lines.append(note)
     return "\n".join(lines)
 
 
@@ -125,6 +136,8 @@ def merge(parts: list[dict]) -> dict:
             out["per_op"][op] = dict(Counter(out["per_op"].get(op, {})) + Counter(fb))
         out["aten_fallback"] = dict(Counter(out["aten_fallback"]) + Counter(d.get("aten_fallback", {})))
         out["expectations"] = d.get("expectations")
+    collected = [d.get("collected") for d in parts]
+    out["collected"] = sum(collected) if parts and None not in collected else None
     # An entry is stale only if no shard matched it.
     stale = [set(d.get("unmatched_expectations", [])) for d in parts]
     out["unmatched_expectations"] = sorted(set.intersection(*stale)) if stale else []
