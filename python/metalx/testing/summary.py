@@ -86,14 +86,16 @@ def format_files(rows: list[dict]) -> str:
     total = Counter()
     for r in rows:
         d = r.get("data")
-        if d is None:
+        if d is None or (r.get("reason") and not d["tests"]):  # nothing ran: the file is an error
             lines.append(f"{r['file']:32} {r['status']:14} {'-':>6} {'-':>6} {'-':>5} {'1':>4} {'-':>6} {'-':>6} {'-':>6} {'-':>7} {r['seconds']:6.0f}s")
             total["error"] += 1
             total["seconds"] += r["seconds"]
             continue
+        # No test selected (-k): there is no pass rate (not 100%).
+        rate = f"{pass_rate(d):6.2f}%" if d["tests"] else f"{'-':>7}"
         lines.append(
             f"{r['file']:32} {r['status']:14} {d['tests']:6d} {d['passed']:6d} {d['failed']:5d} {d['error']:4d} "
-            f"{d['skipped']:6d} {d['xfailed']:6d} {d['unexpected_pass']:6d} {pass_rate(d):6.2f}% {r['seconds']:6.0f}s"
+            f"{d['skipped']:6d} {d['xfailed']:6d} {d['unexpected_pass']:6d} {rate} {r['seconds']:6.0f}s"
         )
         for k in ("tests", *OUTCOMES):
             total[k] += d[k]
@@ -106,6 +108,8 @@ def format_files(rows: list[dict]) -> str:
     )
     # Files whose process did not finish: how far it got, and in which test it ended.
     for r in rows:
+        if r.get("reason"):
+            lines.append(f"{r['file']}: {r['status']}, no test ran: {r['reason']}")
         d = r.get("data") or {}
         if not (d.get("partial") or r.get("interrupted_test")):
             continue

@@ -113,7 +113,22 @@ def run_file(name: str, args, expectations: Path | None) -> dict:
     if row["status"] not in ("ok", "failures", "no-tests") and current.is_file():
         row["interrupted_test"] = current.read_text().strip() or None
     current.unlink(missing_ok=True)
+    # pytest gave up before running anything (rc 2: errors while collecting, e.g. a test
+    # file written for another torch; 3/4: internal or usage error): say why.
+    if rc in (2, 3, 4) and not (data and data["tests"]):
+        row["reason"] = _first_error(log)
     return row
+
+
+def _first_error(log: Path) -> str:
+    """The first error pytest reported in a log: the 'E   ' line after 'ERROR collecting'."""
+    lines = log.read_text(errors="replace").splitlines()
+    where = next((i for i, l in enumerate(lines) if "ERROR collecting" in l), None)
+    for line in lines[where or 0:]:
+        if line.startswith("E   ") or line.startswith("ERROR: "):
+            what = line.strip()
+            return f"{lines[where].strip(' _')}: {what}" if where is not None else what
+    return "pytest stopped before running any test; see the log"
 
 
 def _status(rc) -> str:
