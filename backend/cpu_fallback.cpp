@@ -55,11 +55,21 @@ void forEachTensor(const c10::IValue& v, Fn&& fn) {
   }
 }
 
+// Whether the op writes into argument i (self of an in-place op, an out= argument).
+bool writesArgument(const c10::FunctionSchema& schema, size_t i) {
+  const auto& arguments = schema.arguments();
+  return i < arguments.size() && arguments[i].alias_info() != nullptr && arguments[i].alias_info()->isWrite();
+}
+
 // The metalx device the op runs for, checking that tensors do not mix devices.
+// A 0-dim CPU tensor is a scalar only when it is read: one the op writes into (an out=
+// argument, self of an in-place op) must be on the device, as on CUDA.
 std::optional<c10::Device> deviceOfArguments(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   std::optional<c10::Device> device;
   std::optional<c10::Device> cpu_tensor;
-  for (const c10::IValue& arg : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& arg = args[i];
+    const bool written = writesArgument(op.schema(), i);
     forEachTensor(arg, [&](const at::Tensor& t) {
       if (!t.defined()) return;
       if (isMetalx(t)) {
@@ -67,7 +77,7 @@ std::optional<c10::Device> deviceOfArguments(const c10::OperatorHandle& op, c10:
                     "Expected all tensors to be on the same device, but found at least two devices, ",
                     *device, " and ", t.device(), "! (in ", op.operator_name().name, ")");
         device = t.device();
-      } else if (t.dim() > 0 && !acceptsCpuIndices(op.operator_name())) {
+      } else if ((t.dim() > 0 || written) && !acceptsCpuIndices(op.operator_name())) {
         cpu_tensor = t.device();
       }
     });
@@ -153,6 +163,15 @@ at::Tensor fromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10
   return r.to(device);
 }
 
+// metalx has no quantized tensors. A CPU kernel that makes one (quantize_per_tensor
+// of a metalx tensor) must not have its result adopted as a metalx tensor: the adopted
+// tensor would keep the quint8/qint8 dtype but lose its quantizer, and fail later in
+// an unrelated op with "cannot call qscheme on UnknownQuantizer".
+void rejectQuantized(const c10::OperatorHandle& op, const at::Tensor& r) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!r.defined() || !r.is_quantized(), "metalx has no quantized tensors: ",
+                              op.operator_name().name, " would return one (quantize on the CPU instead)");
+}
+
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   reportFallback(op.operator_name());
   // Profilers show the fallback as its own range inside the op.
@@ -183,10 +202,14 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (v.isTensor()) {
+      rejectQuantized(op, v.toTensor());
       v = fromCpu(v.toTensor(), aliased, *device);
     } else if (v.isTensorList()) {
       std::vector<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorVector()) out.push_back(fromCpu(t, aliased, *device));
+      for (const at::Tensor& t : v.toTensorVector()) {
+        rejectQuantized(op, t);
+        out.push_back(fromCpu(t, aliased, *device));
+      }
       v = c10::IValue(out);
     }
   }
@@ -207,9 +230,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // - mse_loss, smooth_l1_loss: the structured wrapper would call the .out kernel with the
 //   reduced (0-dim) output, which CPU's out kernel uses as an elementwise scratch first:
 //   right values, but a "was resized" warning on every call.
+// - index.Tensor: the structured wrapper runs index's meta function, then the .out
+//   kernel runs it again on the CPU: a uint8 mask warned "indexing with dtype
+//   torch.uint8 is now deprecated" twice per mask where CPU and CUDA warn once.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_", "mse_loss",
-                         "smooth_l1_loss"})
+                         "smooth_l1_loss", "index.Tensor"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

@@ -100,6 +100,56 @@ def test_mixing_metalx_and_cpu_tensors_is_rejected_like_cuda():
     assert torch.equal(y[torch.tensor([0, 3])].cpu(), torch.tensor([0.0, 3.0]))
 
 
+def test_a_cpu_out_argument_is_rejected_even_when_0_dim():
+    # A 0-dim CPU tensor is a scalar only as an input: an op cannot write its result
+    # into one (CUDA raises; metalx used to fill the CPU tensor). Found by upstream
+    # test_shape_ops.py::test_nonzero.
+    x = torch.tensor([0.0, 1.0, 0.0, 2.0], device="metalx")
+    for out in (torch.empty([], dtype=torch.long), torch.empty(0, dtype=torch.long)):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            torch.nonzero(x, out=out)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.sin(x, out=torch.empty([]))
+    # The same ops with metalx out= tensors still match CPU.
+    out = torch.empty(0, dtype=torch.long, device="metalx")
+    torch.nonzero(x, out=out)
+    assert torch.equal(out.cpu(), torch.nonzero(x.cpu()))
+
+
+def test_uint8_mask_indexing_warns_once_per_mask_like_cpu():
+    # Indexing went through the structured wrapper (index's meta function) and then the
+    # CPU kernel (the meta function again): every uint8 mask warned twice. Found by
+    # upstream test_indexing.py::test_byte_mask*.
+    import warnings
+
+    def count(device):
+        v = torch.arange(105.0).reshape(5, 7, 3).to(device)
+        m1 = torch.tensor([1, 0, 1, 1, 0], dtype=torch.uint8, device=device)
+        m2 = torch.tensor([1, 1, 1], dtype=torch.uint8, device=device)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r1, r2 = v[m1], v[m1, :, m2]
+        return len([x for x in w if "torch.uint8" in str(x.message)]), r1.cpu(), r2.cpu()
+
+    n_cpu, a_cpu, b_cpu = count("cpu")
+    n_dev, a_dev, b_dev = count("metalx")
+    assert n_dev == n_cpu == 3
+    assert torch.equal(a_dev, a_cpu) and torch.equal(b_dev, b_cpu)
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")  # torch deprecates quantized dtypes
+def test_quantizing_a_metalx_tensor_is_a_clear_error():
+    # The CPU kernel's quantized result used to be adopted as a metalx tensor without its
+    # quantizer (dtype quint8, is_quantized False), failing in later ops with an internal
+    # assert. Found by upstream test_shape_ops.py::test_flip (float32 quantizes).
+    x = torch.randn(4, 4)
+    with pytest.raises(NotImplementedError, match="metalx has no quantized tensors"):
+        torch.quantize_per_tensor(x.to("metalx"), 0.1, 5, torch.quint8)
+    # Quantizing on the CPU works as before.
+    q = torch.quantize_per_tensor(x, 0.1, 5, torch.quint8)
+    assert q.is_quantized and q.qscheme() == torch.per_tensor_affine
+
+
 def test_two_metalx_devices_in_one_op_are_rejected():
     code = textwrap.dedent("""
         import torch

@@ -58,11 +58,21 @@ def test_aborts_metalx():
 '''
 
 
+# A file written for another torch can fail at import, before any test runs.
+UNCOLLECTABLE_TESTS = '''
+import torch
+
+class TestOld:
+    raise AssertionError("Are you using this decorator correctly?")
+'''
+
+
 def _fake_checkout(root):
     (root / "test").mkdir(parents=True)
     (root / "version.txt").write_text("2.13.0a0\n")
     (root / "test" / "test_fake.py").write_text(FAKE_TESTS)
     (root / "test" / "test_crash.py").write_text(CRASHING_TESTS)
+    (root / "test" / "test_uncollectable.py").write_text(UNCOLLECTABLE_TESTS)
     exp = root / "expectations.json"
     exp.write_text(json.dumps({"torch": "2.13", "entries": [
         {"test": "test_fake.py::TestFakePRIVATEUSE1::test_known_bad_metalx", "status": "xfail",
@@ -78,7 +88,8 @@ def test_runner_on_fake_checkout(tmp_path):
     out = tmp_path / "results"
     proc = subprocess.run(
         [sys.executable, "-m", "metalx.testing.upstream", "--pytorch-src", str(tmp_path / "pytorch"),
-         "--expectations", str(exp), "--out", str(out), "test_fake.py", "test_crash.py", "test_missing.py"],
+         "--expectations", str(exp), "--out", str(out), "test_fake.py", "test_crash.py", "test_missing.py",
+         "test_uncollectable.py"],
         capture_output=True, text=True, timeout=600, env=dict(os.environ),
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -93,12 +104,24 @@ def test_runner_on_fake_checkout(tmp_path):
     assert list(d["failures"]) == ["test_fake.py::TestFakePRIVATEUSE1::test_new_failure_metalx"]
     assert d["unexpected_passes"] == ["test_fake.py::TestFakePRIVATEUSE1::test_listed_but_passes_metalx"]
     assert d["skip_reasons"] and "upstream skips this" in next(iter(d["skip_reasons"]))
+    assert d["collected"] == 7 and d["partial"] is False, d
+    assert "interrupted_test" not in fake
 
-    # The abort cost its own file only, and is reported as a crash.
+    # The abort cost its own file only, and is reported as a crash in the test it hit.
     assert rows["test_crash.py"]["status"] == "crash:SIGABRT"
+    assert rows["test_crash.py"]["interrupted_test"] == "test_crash.py::test_aborts_metalx"
+    assert rows["test_crash.py"]["data"]["collected"] == 1 and rows["test_crash.py"]["data"]["partial"]
     assert rows["test_missing.py"]["status"] == "missing"
+    # A file that cannot be collected is an error with its reason, not a 100% pass rate.
+    bad = rows["test_uncollectable.py"]
+    assert bad["status"] == "rc=2" and "Are you using this decorator correctly?" in bad["reason"], bad
     text = (out / "summary.txt").read_text()
     assert "test_fake.py" in text and "TOTAL" in text and "NOW PASSING" in text
+    assert "test_crash.py: crash:SIGABRT after 0 of 1 tests" in text
+    assert "it ended in test_crash.py::test_aborts_metalx" in text
+    assert "test_uncollectable.py: rc=2, no test ran: ERROR collecting" in text
+    table_row = next(line for line in text.splitlines() if line.startswith("test_uncollectable.py "))
+    assert "100.00%" not in table_row and table_row.split()[5] == "1", table_row  # err column
 
 
 def test_runner_refuses_non_checkout(tmp_path):

@@ -7,6 +7,8 @@ environment so that it works the same in both places and in child processes:
   METALX_EXPECTATIONS   expectations JSON (default: found from cwd, see expectations.py)
   METALX_SUMMARY_JSON   write the run's summary there (the runner merges these)
   METALX_SHARD          "i/n": run only shard i of n (scripts/test_upstream_full.sh)
+  METALX_CURRENT_TEST   write the id of each test there as it starts, so that a process
+                        killed by a crash or a timeout still tells which test it was in
 
 Expectations become pytest markers: xfail(strict=True) so a listed test that starts
 passing fails the run, skip for tests that must not run (crash/hang). Nothing else is
@@ -34,6 +36,8 @@ class MetalxUpstreamPlugin:
         self.results: dict[str, dict] = {}  # short id -> {"outcome", "message", "duration"}
         self.aten_fallback: Counter = Counter()
         self.upstream_xfail_passed: list[str] = []
+        self.collected: int | None = None
+        self.current_test_file = os.environ.get("METALX_CURRENT_TEST")
         self.start = time.time()
 
     # --- sharding and expectations ----------------------------------------------
@@ -56,6 +60,19 @@ class MetalxUpstreamPlugin:
                 item.add_marker(pytest.mark.skip(reason=f"expectations: {why}"))
             else:
                 item.add_marker(pytest.mark.xfail(reason=f"expectations: {why}", strict=True))
+
+    def pytest_collection_finish(self, session):
+        # After -k, sharding and deselection: what this process means to run. A partial
+        # summary (timeout, crash) can then say how far it got.
+        self.collected = len(session.items)
+        self._write(partial=True)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        # One small write per test: when the process dies (segfault in a kernel, hang
+        # killed by the runner's timeout) this file names the test it died in.
+        if self.current_test_file:
+            with open(self.current_test_file, "w") as f:
+                f.write(short_id(nodeid) + "\n")
 
     # --- fallback measurement around every test ---------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -112,6 +129,7 @@ class MetalxUpstreamPlugin:
             expectations=str(self.expectations.path) if self.expectations.path else None,
         )
         data["partial"] = partial
+        data["collected"] = self.collected
         data["upstream_xfail_passed"] = sorted(self.upstream_xfail_passed)
         self.data = data
         out = os.environ.get("METALX_SUMMARY_JSON")

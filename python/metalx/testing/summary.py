@@ -86,14 +86,16 @@ def format_files(rows: list[dict]) -> str:
     total = Counter()
     for r in rows:
         d = r.get("data")
-        if d is None:
+        if d is None or (r.get("reason") and not d["tests"]):  # nothing ran: the file is an error
             lines.append(f"{r['file']:32} {r['status']:14} {'-':>6} {'-':>6} {'-':>5} {'1':>4} {'-':>6} {'-':>6} {'-':>6} {'-':>7} {r['seconds']:6.0f}s")
             total["error"] += 1
             total["seconds"] += r["seconds"]
             continue
+        # No test selected (-k): there is no pass rate (not 100%).
+        rate = f"{pass_rate(d):6.2f}%" if d["tests"] else f"{'-':>7}"
         lines.append(
             f"{r['file']:32} {r['status']:14} {d['tests']:6d} {d['passed']:6d} {d['failed']:5d} {d['error']:4d} "
-            f"{d['skipped']:6d} {d['xfailed']:6d} {d['unexpected_pass']:6d} {pass_rate(d):6.2f}% {r['seconds']:6.0f}s"
+            f"{d['skipped']:6d} {d['xfailed']:6d} {d['unexpected_pass']:6d} {rate} {r['seconds']:6.0f}s"
         )
         for k in ("tests", *OUTCOMES):
             total[k] += d[k]
@@ -104,6 +106,19 @@ def format_files(rows: list[dict]) -> str:
         f"{'TOTAL':32} {'':14} {t['tests']:6d} {t['passed']:6d} {t['failed']:5d} {t['error']:4d} "
         f"{t['skipped']:6d} {t['xfailed']:6d} {t['unexpected_pass']:6d} {pass_rate(t):6.2f}% {total['seconds']:6.0f}s"
     )
+    # Files whose process did not finish: how far it got, and in which test it ended.
+    for r in rows:
+        if r.get("reason"):
+            lines.append(f"{r['file']}: {r['status']}, no test ran: {r['reason']}")
+        d = r.get("data") or {}
+        if not (d.get("partial") or r.get("interrupted_test")):
+            continue
+        ran = f"{d['tests']} of {d['collected']}" if d.get("collected") is not None else f"{d.get('tests', 0)}"
+        note = f"{r['file']}: {r['status']} after {ran} tests (counts above are partial"
+        note += ", written every 200 tests)" if d else ")"
+        if r.get("interrupted_test"):
+            note += f"; it ended in {r['interrupted_test']}"
+        lines.append(note)
     return "\n".join(lines)
 
 
@@ -125,6 +140,8 @@ def merge(parts: list[dict]) -> dict:
             out["per_op"][op] = dict(Counter(out["per_op"].get(op, {})) + Counter(fb))
         out["aten_fallback"] = dict(Counter(out["aten_fallback"]) + Counter(d.get("aten_fallback", {})))
         out["expectations"] = d.get("expectations")
+    collected = [d.get("collected") for d in parts]
+    out["collected"] = sum(collected) if parts and None not in collected else None
     # An entry is stale only if no shard matched it.
     stale = [set(d.get("unmatched_expectations", [])) for d in parts]
     out["unmatched_expectations"] = sorted(set.intersection(*stale)) if stale else []

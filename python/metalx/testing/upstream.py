@@ -66,11 +66,13 @@ def check_checkout(src: Path) -> list[str]:
     return []
 
 
-def child_env(out_json: Path, expectations: Path | None) -> dict:
+def child_env(out_json: Path, expectations: Path | None, current: Path | None = None) -> dict:
     env = dict(os.environ)
     # Only metalx's device-type classes are instantiated (no CPU/CUDA copies).
     env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "privateuse1"
     env["METALX_SUMMARY_JSON"] = str(out_json)
+    if current is not None:
+        env["METALX_CURRENT_TEST"] = str(current)
     if expectations is not None:
         env["METALX_EXPECTATIONS"] = str(expectations)
     # Upstream prints a repro command per failure; logs stay readable without it.
@@ -82,7 +84,9 @@ def run_file(name: str, args, expectations: Path | None) -> dict:
     test_dir = args.pytorch_src / "test"
     stem = name.replace("/", "_").removesuffix(".py")
     out_json, log = args.out / f"{stem}.json", args.out / f"{stem}.log"
+    current = args.out / f"{stem}.current"
     out_json.unlink(missing_ok=True)
+    current.unlink(missing_ok=True)
     if not (test_dir / name).is_file():
         return {"file": name, "status": "missing", "seconds": 0.0, "data": None}
     cmd = [sys.executable, "-m", "pytest", name, "-p", "metalx.testing.pytest_plugin",
@@ -93,7 +97,7 @@ def run_file(name: str, args, expectations: Path | None) -> dict:
     with open(log, "w") as f:
         # Own session: on timeout the whole process group (pytest and any workers it
         # started) is killed, never anything else.
-        proc = subprocess.Popen(cmd, cwd=test_dir, env=child_env(out_json, expectations),
+        proc = subprocess.Popen(cmd, cwd=test_dir, env=child_env(out_json, expectations, current),
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait(timeout=args.timeout)
@@ -103,7 +107,28 @@ def run_file(name: str, args, expectations: Path | None) -> dict:
             rc = None
     seconds = time.time() - start
     data = json.loads(out_json.read_text()) if out_json.is_file() else None
-    return {"file": name, "status": _status(rc), "rc": rc, "seconds": seconds, "data": data}
+    row = {"file": name, "status": _status(rc), "rc": rc, "seconds": seconds, "data": data}
+    # A crash or timeout ends the process inside a test: name it (a skip entry in the
+    # expectations file lets the rest of the file run).
+    if row["status"] not in ("ok", "failures", "no-tests") and current.is_file():
+        row["interrupted_test"] = current.read_text().strip() or None
+    current.unlink(missing_ok=True)
+    # pytest gave up before running anything (rc 2: errors while collecting, e.g. a test
+    # file written for another torch; 3/4: internal or usage error): say why.
+    if rc in (2, 3, 4) and not (data and data["tests"]):
+        row["reason"] = _first_error(log)
+    return row
+
+
+def _first_error(log: Path) -> str:
+    """The first error pytest reported in a log: the 'E   ' line after 'ERROR collecting'."""
+    lines = log.read_text(errors="replace").splitlines()
+    where = next((i for i, l in enumerate(lines) if "ERROR collecting" in l), None)
+    for line in lines[where or 0:]:
+        if line.startswith("E   ") or line.startswith("ERROR: "):
+            what = line.strip()
+            return f"{lines[where].strip(' _')}: {what}" if where is not None else what
+    return "pytest stopped before running any test; see the log"
 
 
 def _status(rc) -> str:
