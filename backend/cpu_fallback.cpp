@@ -12,10 +12,18 @@
 //   - other results are new tensors: the CPU kernel allocated them in device memory
 //     (fallback_memory.h), so they become metalx tensors in place; only memory that
 //     is not (allocated on another thread, shared) is copied to the device.
+// Sparse tensors (COO and compressed) take the same route through their member tensors:
+// the CPU kernel gets a CPU sparse tensor over aliases of the metalx indices and values,
+// and a sparse result becomes a metalx sparse tensor whose members are moved as above.
 // Mixing devices is rejected as CPU/CUDA reject it (0-dim CPU tensors are scalars and
 // allowed; indexing ops accept CPU indices). Every use is counted and governed by
 // METALX_FALLBACK (fallback_report.h).
+#include "cpu_fallback.h"
+
 #include <ATen/ATen.h>
+#include <ATen/SparseCsrTensorUtils.h>
+#include <ATen/SparseTensorImpl.h>
+#include <ATen/native/SparseTensorUtils.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
@@ -95,15 +103,39 @@ struct Aliased {
   at::Tensor alias;     // the CPU tensor given to the kernel
 };
 
+bool isSparse(const at::Tensor& t) { return t.layout() != c10::kStrided; }
+
+at::Tensor aliasOnCpu(const at::Tensor& t, std::vector<Aliased>& aliased);
+
+// A CPU sparse tensor over CPU aliases of the members of metalx sparse tensor `t`. The
+// members are aliased first (and so written back first), then the sparse tensor.
+at::Tensor sparseAliasOnCpu(const at::Tensor& t, std::vector<Aliased>& aliased) {
+  if (t.layout() == c10::kSparse) {
+    at::SparseTensorImpl* impl = at::sparse::get_sparse_impl(t);
+    at::Tensor indices = aliasOnCpu(impl->indices(), aliased);
+    at::Tensor values = aliasOnCpu(impl->values(), aliased);
+    return at::_sparse_coo_tensor_with_dims_and_tensors(impl->sparse_dim(), impl->dense_dim(), t.sizes(), indices,
+                                                        values, values.options().layout(c10::kSparse),
+                                                        impl->coalesced());
+  }
+  at::SparseCsrTensorImpl* impl = at::sparse_csr::get_sparse_csr_impl(t);
+  at::Tensor compressed = aliasOnCpu(impl->compressed_indices(), aliased);
+  at::Tensor plain = aliasOnCpu(impl->plain_indices(), aliased);
+  at::Tensor values = aliasOnCpu(impl->values(), aliased);
+  return at::_sparse_compressed_tensor_unsafe(compressed, plain, values, t.sizes(), values.options().layout(t.layout()));
+}
+
+at::Tensor aliasOnCpu(const at::Tensor& t, std::vector<Aliased>& aliased) {
+  if (!isMetalx(t)) return t;
+  for (const Aliased& a : aliased)
+    if (a.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a.alias;
+  at::Tensor alias = isSparse(t) ? sparseAliasOnCpu(t, aliased) : cpuAlias(t);
+  aliased.push_back({t, alias});
+  return alias;
+}
+
 c10::IValue toCpu(const c10::IValue& v, std::vector<Aliased>& aliased) {
-  auto convert = [&](const at::Tensor& t) -> at::Tensor {
-    if (!isMetalx(t)) return t;
-    for (const Aliased& a : aliased)
-      if (a.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a.alias;
-    at::Tensor alias = cpuAlias(t);
-    aliased.push_back({t, alias});
-    return alias;
-  };
+  auto convert = [&](const at::Tensor& t) { return aliasOnCpu(t, aliased); };
   if (v.isTensor()) return convert(v.toTensor());
   if (v.isTensorList()) {
     std::vector<at::Tensor> out;
@@ -121,9 +153,88 @@ c10::IValue toCpu(const c10::IValue& v, std::vector<Aliased>& aliased) {
   return v;
 }
 
+at::Tensor sparseFromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10::Device device);
+
+// A returned CPU tensor as a metalx tensor: the input itself, a view of an input, or a
+// new tensor moved to `device`.
+at::Tensor fromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10::Device device) {
+  if (!r.defined() || isMetalx(r)) return r;
+  for (const Aliased& a : aliased)
+    if (a.alias.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return a.original;
+  if (isSparse(r)) return sparseFromCpu(r, aliased, device);
+  const void* data = r.storage().data();
+  for (const Aliased& a : aliased)
+    if (data != nullptr && !isSparse(a.alias) && data == a.alias.storage().data() &&
+        a.alias.storage().data() == a.original.storage().data()) {
+      // The view's own dtype: view_as_real/view_as_complex/view(dtype) change it.
+      at::Tensor view = at::empty({0}, a.original.options().dtype(r.scalar_type()));
+      view.set_(a.original.storage(), r.storage_offset(), r.sizes(), r.strides());
+      view._set_neg(r.is_neg());
+      view._set_conj(r.is_conj());
+      return view;
+    }
+  if (auto adopted = adoptAsDeviceTensor(r); adopted && adopted->device() == device) return *adopted;
+  countFallbackResultCopy();
+  return r.to(device);
+}
+
+// A CPU sparse result as a metalx sparse tensor over its members, each carried over by
+// fromCpu (an input's member, a view of one, adopted device memory or a copy).
+at::Tensor sparseFromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10::Device device) {
+  c10::DeviceGuard guard(device);
+  if (r.layout() == c10::kSparse) {
+    at::SparseTensorImpl* impl = at::sparse::get_sparse_impl(r);
+    at::Tensor indices = fromCpu(impl->indices(), aliased, device);
+    at::Tensor values = fromCpu(impl->values(), aliased, device);
+    return at::_sparse_coo_tensor_with_dims_and_tensors(impl->sparse_dim(), impl->dense_dim(), r.sizes(), indices,
+                                                        values, values.options().layout(c10::kSparse),
+                                                        impl->coalesced());
+  }
+  at::SparseCsrTensorImpl* impl = at::sparse_csr::get_sparse_csr_impl(r);
+  at::Tensor compressed = fromCpu(impl->compressed_indices(), aliased, device);
+  at::Tensor plain = fromCpu(impl->plain_indices(), aliased, device);
+  at::Tensor values = fromCpu(impl->values(), aliased, device);
+  return at::_sparse_compressed_tensor_unsafe(compressed, plain, values, r.sizes(), values.options().layout(r.layout()));
+}
+
+// After the kernel, for a sparse argument: the CPU kernel may have given the sparse alias
+// new members, sizes or a coalesced flag (sparse_resize_, in-place and out= ops); the
+// metalx tensor takes them. Its members' own changes were written back before (they
+// come earlier in `aliased`).
+void writeBackSparse(const Aliased& a, const std::vector<Aliased>& aliased, c10::Device device) {
+  const at::Tensor& o = a.original;
+  const at::Tensor& c = a.alias;
+  c10::DeviceGuard guard(device);
+  if (o.layout() == c10::kSparse) {
+    at::SparseTensorImpl* from = at::sparse::get_sparse_impl(c);
+    at::SparseTensorImpl* to = at::sparse::get_sparse_impl(o);
+    at::Tensor indices = fromCpu(from->indices(), aliased, device);
+    at::Tensor values = fromCpu(from->values(), aliased, device);
+    if (indices.unsafeGetTensorImpl() == to->indices().unsafeGetTensorImpl() &&
+        values.unsafeGetTensorImpl() == to->values().unsafeGetTensorImpl() && c.sizes() == o.sizes() &&
+        from->sparse_dim() == to->sparse_dim() && from->coalesced() == to->coalesced())
+      return;
+    to->raw_resize_(from->sparse_dim(), from->dense_dim(), c.sizes());
+    to->set_indices_and_values_unsafe(indices, values);
+    to->set_coalesced(from->coalesced());
+    return;
+  }
+  at::SparseCsrTensorImpl* from = at::sparse_csr::get_sparse_csr_impl(c);
+  at::SparseCsrTensorImpl* to = at::sparse_csr::get_sparse_csr_impl(o);
+  at::Tensor compressed = fromCpu(from->compressed_indices(), aliased, device);
+  at::Tensor plain = fromCpu(from->plain_indices(), aliased, device);
+  at::Tensor values = fromCpu(from->values(), aliased, device);
+  if (compressed.unsafeGetTensorImpl() == to->compressed_indices().unsafeGetTensorImpl() &&
+      plain.unsafeGetTensorImpl() == to->plain_indices().unsafeGetTensorImpl() &&
+      values.unsafeGetTensorImpl() == to->values().unsafeGetTensorImpl() && c.sizes() == o.sizes())
+    return;
+  to->set_member_tensors(compressed, plain, values, c.sizes());
+}
+
 // After the kernel: an alias the CPU kernel reshaped or moved (out= resized beyond its
 // memory) is carried back to its metalx tensor.
-void writeBack(const Aliased& a) {
+void writeBack(const Aliased& a, const std::vector<Aliased>& aliased, c10::Device device) {
+  if (isSparse(a.original)) return writeBackSparse(a, aliased, device);
   const at::Tensor& o = a.original;
   const at::Tensor& c = a.alias;
   const bool same_memory = c.storage().data() == o.storage().data();
@@ -142,26 +253,7 @@ void writeBack(const Aliased& a) {
   }
 }
 
-// A returned CPU tensor as a metalx tensor: the input itself, a view of an input, or a
-// new tensor moved to `device`.
-at::Tensor fromCpu(const at::Tensor& r, const std::vector<Aliased>& aliased, c10::Device device) {
-  if (!r.defined() || isMetalx(r)) return r;
-  for (const Aliased& a : aliased)
-    if (a.alias.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return a.original;
-  for (const Aliased& a : aliased)
-    if (r.storage().data() != nullptr && r.storage().data() == a.alias.storage().data() &&
-        a.alias.storage().data() == a.original.storage().data()) {
-      // The view's own dtype: view_as_real/view_as_complex/view(dtype) change it.
-      at::Tensor view = at::empty({0}, a.original.options().dtype(r.scalar_type()));
-      view.set_(a.original.storage(), r.storage_offset(), r.sizes(), r.strides());
-      view._set_neg(r.is_neg());
-      view._set_conj(r.is_conj());
-      return view;
-    }
-  if (auto adopted = adoptAsDeviceTensor(r); adopted && adopted->device() == device) return *adopted;
-  countFallbackResultCopy();
-  return r.to(device);
-}
+}  // namespace
 
 // metalx has no quantized tensors. A CPU kernel that makes one (quantize_per_tensor
 // of a metalx tensor) must not have its result adopted as a metalx tensor: the adopted
@@ -195,7 +287,8 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (device) in_device_memory.emplace(device->index());
     op.callBoxed(stack);
   }
-  for (const Aliased& a : aliased) writeBack(a);
+  // Metalx tensors were aliased only if some argument is on metalx: then `device` is set.
+  for (const Aliased& a : aliased) writeBack(a, aliased, *device);
 
   if (!device) return;  // nothing on metalx went in (e.g. only CPU scalars): results stay
   const size_t num_returns = schema.returns().size();
@@ -214,6 +307,8 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 }
+
+namespace {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   installFallbackCpuAllocator();

@@ -1,6 +1,6 @@
 """Makes "metalx" a device name in torch: the Python half of the registration."""
 
-from metalx import _torch_module
+from metalx import _nn_policies, _torch_module
 
 BACKEND_NAME = "metalx"
 
@@ -22,3 +22,5 @@ def register(torch):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
         )
+    # torch.nn numeric policies keyed by device type (see _nn_policies).
+    _nn_policies.register(torch, BACKEND_NAME)
