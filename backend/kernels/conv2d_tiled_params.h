@@ -17,8 +17,9 @@ struct Conv2dTiledParams {
   int64_t y_s[4];
   int64_t b_s;
   int64_t has_bias;
+  int64_t pitch;  // flat lines: X's row stride; 0: one line per output row
 };
-static_assert(sizeof(Conv2dTiledParams) == 24 * 8, "Conv2dTiledParams must match the Metal struct");
+static_assert(sizeof(Conv2dTiledParams) == 25 * 8, "Conv2dTiledParams must match the Metal struct");
 
 struct Conv2dWeightGradParams {
   int64_t N, Cx, Hp, Wp;

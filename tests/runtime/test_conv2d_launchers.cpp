@@ -133,9 +133,23 @@ class Conv2dLauncherResults : public ::testing::Test {
   std::mt19937 rng{42};
 };
 
+// A KH x 1 kernel with vertical stride 2: conv2d_tiled's row lines (not flat).
+Conv2dGeometry tallKernelStride2(int64_t w) {
+  Conv2dGeometry g = geometry(1, 8, 9, w, 8, 1);
+  g.KH = 3;
+  g.stride[0] = 2;
+  g.OH = (g.H - 3) / 2 + 1;
+  return g;
+}
+
 TEST_F(Conv2dLauncherResults, TiledForwardMatchesReference) {
+  // Padded copies read as flat lines (with padding, dilation, a subsampled 1x1, groups, an
+  // image smaller than a tile), X read in place as a flat line (unpadded NCHW; channels-last
+  // X is copied), and row lines, in place and copied (shorter than a tile).
   for (const Conv2dGeometry& g : {geometry(2, 12, 9, 11, 20, 3, 1, 1), geometry(1, 16, 7, 5, 8, 3, 1, 2, 2),
-                                  geometry(2, 16, 9, 9, 16, 1, 2), geometry(1, 32, 6, 10, 32, 3, 1, 1, 1, 4)}) {
+                                  geometry(2, 16, 9, 9, 16, 1, 2), geometry(1, 32, 6, 10, 32, 3, 1, 1, 1, 4),
+                                  geometry(1, 8, 4, 4, 8, 3, 1, 1), geometry(2, 16, 9, 11, 8, 3),
+                                  tallKernelStride2(40), tallKernelStride2(10)}) {
     for (bool cl : {false, true}) {
       Tensor4 x = makeTensor(g.N, g.Cx, g.H, g.W, cl, 5, rng);
       Tensor4 w = makeTensor(g.Cy, g.Cx / g.groups, g.KH, g.KW, false, 0, rng);
@@ -166,8 +180,11 @@ TEST_F(Conv2dLauncherResults, TiledForwardMatchesReference) {
 }
 
 TEST_F(Conv2dLauncherResults, TiledWeightGradientMatchesReference) {
+  // Input channels per group below, at, and above a tile of every build (8 or 32: the
+  // last tile overlaps), and groups (a small group's tile reads into the next group).
   for (const Conv2dGeometry& g : {geometry(3, 8, 20, 20, 16, 3, 1, 1), geometry(2, 16, 9, 7, 8, 3, 2, 1),
-                                  geometry(2, 24, 6, 6, 12, 1)}) {
+                                  geometry(2, 24, 6, 6, 12, 1), geometry(1, 40, 7, 7, 16, 3, 1, 1),
+                                  geometry(2, 24, 6, 6, 16, 3, 1, 1, 1, 2)}) {
     Tensor4 x = makeTensor(g.N, g.Cx, g.H, g.W, false, 3, rng);
     Tensor4 dy = makeTensor(g.N, g.Cy, g.OH, g.OW, true, 0, rng);
     Tensor4 dw = makeTensor(g.Cy, g.Cx / g.groups, g.KH, g.KW, false, 2, rng);
@@ -177,16 +194,18 @@ TEST_F(Conv2dLauncherResults, TiledWeightGradientMatchesReference) {
     });
     ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
     dw.host = rt::testing::read<float>(dw.buffer, dw.host.size());
+    const int64_t cx_g = g.Cx / g.groups, cy_g = g.Cy / g.groups;
     for (int64_t oc = 0; oc < g.Cy; ++oc)
-      for (int64_t ic = 0; ic < g.Cx; ++ic)
+      for (int64_t ic = 0; ic < cx_g; ++ic)
         for (int64_t kh = 0; kh < g.KH; ++kh)
           for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const int64_t cx = oc / cy_g * cx_g + ic;  // X's channel
             double s = 0;
             for (int64_t n = 0; n < g.N; ++n)
               for (int64_t oh = 0; oh < g.OH; ++oh)
                 for (int64_t ow = 0; ow < g.OW; ++ow) {
                   const int64_t ih = oh * g.stride[0] - g.pad[0] + kh, iw = ow * g.stride[1] - g.pad[1] + kw;
-                  if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) s += double(dy.at(n, oc, oh, ow)) * x.at(n, ic, ih, iw);
+                  if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) s += double(dy.at(n, oc, oh, ow)) * x.at(n, cx, ih, iw);
                 }
             ASSERT_NEAR(dw.at(oc, ic, kh, kw), s, 1e-3) << "chunks " << conv2dWeightGradChunks(g).chunks;
           }
