@@ -213,24 +213,61 @@ TEST_F(Conv2dLauncherResults, TiledWeightGradientMatchesReference) {
 }
 
 TEST_F(Conv2dLauncherResults, Depthwise3ForwardAndWeightGradientMatchReference) {
+  // Both kernels read X in place: windows at the borders (padding), wholly inside X
+  // (the larger images), NCHW and channels-last X, no padding, a 2 x 2 kernel.
+  for (const Conv2dGeometry& gf : {geometry(2, 6, 9, 13, 6, 3, 1, 1, 1, 6), geometry(1, 4, 30, 40, 4, 3, 1, 1, 1, 4),
+                                   geometry(1, 4, 20, 25, 4, 3, 1, 0, 1, 4), geometry(1, 3, 16, 19, 3, 2, 1, 1, 1, 3)}) {
+    for (bool cl : {true, false}) {
+      Tensor4 xf = makeTensor(gf.N, gf.Cx, gf.H, gf.W, cl, 1, rng);
+      Tensor4 wf = makeTensor(gf.Cy, 1, gf.KH, gf.KW, false, 0, rng);
+      Tensor4 yf = makeTensor(gf.N, gf.Cy, gf.OH, gf.OW, false, 4, rng);
+      auto cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
+        encodeConv2dDepthwise3Forward(e, *pipelines, DType::Float32, gf, yf.operand(), xf.operand(), wf.operand(),
+                                      nullptr, false);
+      });
+      ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
+      yf.host = rt::testing::read<float>(yf.buffer, yf.host.size());
+      for (int64_t n = 0; n < gf.N; ++n)
+        for (int64_t c = 0; c < gf.Cy; ++c)
+          for (int64_t oh = 0; oh < gf.OH; ++oh)
+            for (int64_t ow = 0; ow < gf.OW; ++ow)
+              ASSERT_NEAR(yf.at(n, c, oh, ow), refForward(xf, wf, gf, n, c, oh, ow), 1e-4)
+                  << "H " << gf.H << " cl " << cl << " at " << n << "," << c << "," << oh << "," << ow;
+      // dW through the same windows, with dY := Y.
+      Tensor4 dwf = makeTensor(gf.Cy, 1, gf.KH, gf.KW, false, 0, rng);
+      const ConvOperand scratch = scratchOf(conv2dDepthwise3BackwardWeightScratchBytes(DType::Float32, gf));
+      cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
+        encodeConv2dDepthwise3BackwardWeight(e, *pipelines, DType::Float32, gf, dwf.operand(), yf.operand(),
+                                             xf.operand(), scratch);
+      });
+      ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
+      dwf.host = rt::testing::read<float>(dwf.buffer, dwf.host.size());
+      for (int64_t c = 0; c < gf.Cy; ++c)
+        for (int64_t kh = 0; kh < gf.KH; ++kh)
+          for (int64_t kw = 0; kw < gf.KW; ++kw) {
+            double s = 0;
+            for (int64_t n = 0; n < gf.N; ++n)
+              for (int64_t oh = 0; oh < gf.OH; ++oh)
+                for (int64_t ow = 0; ow < gf.OW; ++ow) {
+                  const int64_t ih = oh - gf.pad[0] + kh, iw = ow - gf.pad[1] + kw;
+                  if (ih >= 0 && ih < gf.H && iw >= 0 && iw < gf.W) s += double(yf.at(n, c, oh, ow)) * xf.at(n, c, ih, iw);
+                }
+            ASSERT_NEAR(dwf.at(c, 0, kh, kw), s, 1e-3) << "H " << gf.H << " cl " << cl << " tap " << kh << "," << kw;
+          }
+    }
+  }
   const Conv2dGeometry g = geometry(2, 6, 9, 13, 6, 3, 1, 1, 1, 6);
   Tensor4 x = makeTensor(g.N, g.Cx, g.H, g.W, true, 1, rng);
   Tensor4 w = makeTensor(g.Cy, 1, 3, 3, false, 0, rng);
   Tensor4 y = makeTensor(g.N, g.Cy, g.OH, g.OW, false, 4, rng);
   Tensor4 dw = makeTensor(g.Cy, 1, 3, 3, false, 0, rng);
-  const size_t fwd_bytes = conv2dDepthwise3ForwardScratchBytes(DType::Float32, g);
-  const size_t bwd_bytes = conv2dDepthwise3BackwardWeightScratchBytes(DType::Float32, g);
-  const ConvOperand scratch = scratchOf(std::max(fwd_bytes, bwd_bytes));
+  const ConvOperand scratch = scratchOf(conv2dDepthwise3BackwardWeightScratchBytes(DType::Float32, g));
   auto cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
     encodeConv2dDepthwise3Forward(e, *pipelines, DType::Float32, g, y.operand(), x.operand(), w.operand(), nullptr,
-                                  false, scratch);
+                                  false);
   });
   ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
   y.host = rt::testing::read<float>(y.buffer, y.host.size());
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t c = 0; c < g.Cy; ++c)
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) ASSERT_NEAR(y.at(n, c, oh, ow), refForward(x, w, g, n, c, oh, ow), 1e-4);
   // dW from dY := the output just computed.
   cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
     encodeConv2dDepthwise3BackwardWeight(e, *pipelines, DType::Float32, g, dw.operand(), y.operand(), x.operand(),
@@ -265,7 +302,7 @@ TEST(Conv2dLaunchersValidation, RefusesGeometriesTheyDoNotRun) {
                                                   none, none, none),
                   rt::ErrorKind::Validation, "does not apply");
   EXPECT_RT_ERROR(encodeConv2dDepthwise3Forward(*enc, pipelines, DType::Float32, geometry(1, 8, 8, 8, 8, 3), none,
-                                                none, none, nullptr, false, none),
+                                                none, none, nullptr, false),
                   rt::ErrorKind::Validation, "does not apply");
   enc->endEncoding();
 }
