@@ -151,7 +151,6 @@ ForwardRun planForward(const Conv2dGeometry& g, bool input_grad, const at::Tenso
   const DType dtype = *convDType(x.scalar_type());
   if (!prepacked && kernels::conv2dDepthwise3Applies(r.g)) {
     r.depthwise = true;
-    r.scratch = deviceBytes(kernels::conv2dDepthwise3ForwardScratchBytes(dtype, r.g), options);
     return r;
   }
   if (!kernels::conv2dTiledForwardApplies(r.g)) return r;
@@ -168,7 +167,7 @@ void encodeForward(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType dt
                    bool weight_prepacked = false) {
   if (r.depthwise) {
     kernels::encodeConv2dDepthwise3Forward(e, pipelines, dtype, r.g, operandOf(y), operandOf(x), operandOf(w), bias,
-                                           r.input_grad, operandOf(r.scratch));
+                                           r.input_grad);
     return;
   }
   if (!r.tiled) {

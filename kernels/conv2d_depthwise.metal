@@ -6,16 +6,17 @@
 //                 gradient: dX[n, c] = dY[n, c] (*) flipped W[c] (a stride-1 depthwise
 //                 convolution's input gradient is the convolution of dY with the
 //                 flipped kernel and padding K - 1 - pad). A thread computes DW_R rows
-//                 x DW_P columns of one channel from a zero-padded copy of the input
-//                 (conv2d_pad_input, rows and columns padded up to whole tiles), so its
-//                 loads need no bounds checks and its multiply-adds no branches: each
-//                 input row it reads feeds up to 3 output rows.
+//                 x DW_P columns of one channel. It reads X in place (any strides):
+//                 the (DW_R + 2) x (DW_P + 2) input window its outputs need goes into
+//                 a local array, zero where the window leaves X (the padding), then
+//                 the multiply-adds run with no bounds checks or branches: each window
+//                 row feeds up to 3 output rows. (No padded copy of X first: that
+//                 moved as many bytes as the convolution itself, and took scratch.)
 //                 Grid: x = ceil(OH / DW_R) * ceil(OW / DW_P), y = C, z = N.
 // conv2d_dw3_bwd_w  the weight gradient: per channel and chunk of DW_R output rows of
-//                 one image, the KH x KW sums of dY (unit-stride rows) * X (padded, as
-//                 above) over DW_P-wide
-//                 column tiles, into
-//                 a float workspace [chunk][C][KH][KW] that conv2d_sum_chunks
+//                 one image, the KH x KW sums of dY (unit-stride rows) * X over
+//                 DW_P-wide column tiles, X read in place through the same windows,
+//                 into a float workspace [chunk][C][KH][KW] that conv2d_sum_chunks
 //                 (conv2d_tiled.metal) adds up. Grid: x = C, y = ceil(OH / DW_R), z = N.
 // Host launchers: backend/kernels/conv2d_depthwise.cpp.
 #include <metal_stdlib>
@@ -25,25 +26,49 @@ using namespace metal;
 // on the simulator 7 rows ran 1.4x faster than 4 (per-thread costs amortised).
 #define DW_R 7
 #define DW_P 8
-// See conv2d_tiled.metal.
+// See conv2d_tiled.metal (UNROLL_POSITIONS there).
 #if defined(__METAL_VERSION__)
 #define UNROLL _Pragma("unroll")
+#define UNROLL_COLUMNS _Pragma("unroll")
 #else
 #define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL_COLUMNS _Pragma("GCC unroll 1")
 #endif
 
-// Mirrored by backend/kernels/conv2d_depthwise_params.h.
+// Mirrored by backend/kernels/conv2d_tiled_params.h.
 struct Conv2dDwParams {
-  long N, C, Hp, Wp;      // the padded input copy, dense [N][C][Hp][Wp]
+  long N, C;
   long OH, OW;            // output
   long KH, KW;            // <= 3
   long y_s[4], w_s[4];
   long b_s, has_bias, flip;
+  long H, W, pad_h, pad_w;  // X as given, and its padding
+  long x_s[4];
 };
+
+// One row of a thread's input window: X[ih][iw0 .. iw0 + DW_P + 2), zero outside X
+// (the padding). Rows wholly inside X with unit stride (most of them) load without
+// tests; at a border, a column test per element.
+template <typename T>
+inline void load_window_row(thread float* win, const device T* xc, long ih, long iw0, constant Conv2dDwParams& p) {
+  if (ih < 0 || ih >= p.H) {
+    UNROLL for (int j = 0; j < DW_P + 2; ++j) win[j] = 0.0f;
+    return;
+  }
+  const device T* row = xc + ih * p.x_s[2];
+  if (iw0 >= 0 && iw0 + DW_P + 2 <= p.W && p.x_s[3] == 1) {
+    UNROLL for (int j = 0; j < DW_P + 2; ++j) win[j] = float(row[iw0 + j]);
+    return;
+  }
+  UNROLL for (int j = 0; j < DW_P + 2; ++j) {
+    const long iw = iw0 + j;
+    win[j] = iw >= 0 && iw < p.W ? float(row[iw * p.x_s[3]]) : 0.0f;
+  }
+}
 
 template <typename T>
 kernel void conv2d_dw3(device T* y [[buffer(0)]],
-                       const device T* xp [[buffer(1)]],
+                       const device T* x [[buffer(1)]],
                        const device T* w [[buffer(2)]],
                        const device T* bias [[buffer(3)]],
                        constant Conv2dDwParams& p [[buffer(4)]],
@@ -60,18 +85,19 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
       const long sh = p.flip ? p.KH - 1 - kh : kh, sw = p.flip ? p.KW - 1 - kw : kw;
       wk[kh][kw] = kh < p.KH && kw < p.KW ? float(w[c * p.w_s[0] + sh * p.w_s[2] + sw * p.w_s[3]]) : 0.0f;
     }
+  // The input window, zero outside X.
+  float win[DW_R + 2][DW_P + 2];
+  const device T* xc = x + n * p.x_s[0] + c * p.x_s[1];
+  UNROLL for (int i = 0; i < DW_R + 2; ++i) load_window_row(win[i], xc, oh0 - p.pad_h + i, ow0 - p.pad_w, p);
   float acc[DW_R][DW_P];
   UNROLL for (int r = 0; r < DW_R; ++r)
     UNROLL for (int j = 0; j < DW_P; ++j) acc[r][j] = 0.0f;
-  // Every input row a tile reads is inside the padded copy: no bounds checks.
-  const device T* xt = xp + ((n * p.C + c) * p.Hp + oh0) * p.Wp + ow0;
   UNROLL for (int i = 0; i < DW_R + 2; ++i) {
-    const device T* row = xt + i * p.Wp;
     UNROLL for (int kh = 0; kh < 3; ++kh) {
-      const int r = i - kh;  // the output row this input row feeds through tap kh
+      const int r = i - kh;  // the output row this window row feeds through tap kh
       if (r < 0 || r >= DW_R) continue;
       UNROLL for (int kw = 0; kw < 3; ++kw)
-        UNROLL for (int j = 0; j < DW_P; ++j) acc[r][j] += wk[kh][kw] * float(row[j + kw]);
+        UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[r][j] += wk[kh][kw] * win[i][j + kw];
     }
   }
 
@@ -89,14 +115,19 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
     }
     return;
   }
-  for (long r = 0; r < nr; ++r)
-    for (long j = 0; j < nj; ++j) yc[(oh0 + r) * p.y_s[2] + (ow0 + j) * p.y_s[3]] = T(res[r][j] + b);
+  // A tile cut by the image's edge: masked stores, constant indices (res stays in
+  // registers).
+  UNROLL for (int r = 0; r < DW_R; ++r) {
+    device T* yr = yc + (oh0 + r) * p.y_s[2] + ow0 * p.y_s[3];
+    UNROLL for (int j = 0; j < DW_P; ++j)
+      if (r < nr && j < nj) yr[j * p.y_s[3]] = T(res[r][j] + b);
+  }
 }
 
 template <typename T>
 kernel void conv2d_dw3_bwd_w(device float* partial [[buffer(0)]],
                              const device T* dy [[buffer(1)]],
-                             const device T* xp [[buffer(2)]],
+                             const device T* x [[buffer(2)]],
                              constant Conv2dDwParams& p [[buffer(3)]],
                              uint3 gid [[thread_position_in_grid]]) {
   const long c = gid.x, n = gid.z;
@@ -107,42 +138,36 @@ kernel void conv2d_dw3_bwd_w(device float* partial [[buffer(0)]],
   UNROLL for (int kh = 0; kh < 3; ++kh)
     UNROLL for (int kw = 0; kw < 3; ++kw)
       UNROLL for (int j = 0; j < DW_P; ++j) part[kh][kw][j] = 0.0f;
-  const device T* xc = xp + (n * p.C + c) * p.Hp * p.Wp;
+  const device T* xc = x + n * p.x_s[0] + c * p.x_s[1];
   const device T* yc = dy + n * p.y_s[0] + c * p.y_s[1];
-  const long full = p.OW / DW_P * DW_P;
-  for (long r = 0; r < nr; ++r) {
-    const long oh = oh0 + r;
-    const device T* yr = yc + oh * p.y_s[2];
-    for (long ow0 = 0; ow0 < full; ow0 += DW_P) {
-      const device T* yt = yr + ow0;  // dY's rows are unit-stride (the launcher checks)
+  for (long ow0 = 0; ow0 < p.OW; ow0 += DW_P) {
+    // The tile's dY, zero past its last row and column (dY's rows are unit-stride:
+    // the launcher checks).
+    const long nj = p.OW - ow0;
+    float yv[DW_R][DW_P];
+    UNROLL for (int r = 0; r < DW_R; ++r)
+      UNROLL for (int j = 0; j < DW_P; ++j)
+        yv[r][j] = r < nr && j < nj ? float(yc[(oh0 + r) * p.y_s[2] + ow0 + j]) : 0.0f;
+    // Each input row of the window once, zero outside X; it meets dY row r = i - kh
+    // through tap kh.
+    UNROLL for (int i = 0; i < DW_R + 2; ++i) {
+      float win[DW_P + 2];
+      load_window_row(win, xc, oh0 - p.pad_h + i, ow0 - p.pad_w, p);
       UNROLL for (int kh = 0; kh < 3; ++kh) {
-        const device T* xr = xc + (oh + kh) * p.Wp + ow0;
+        const int r = i - kh;
+        if (r < 0 || r >= DW_R) continue;
         UNROLL for (int kw = 0; kw < 3; ++kw)
-          UNROLL for (int j = 0; j < DW_P; ++j) part[kh][kw][j] += float(yt[j]) * float(xr[j + kw]);
+          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) part[kh][kw][j] += yv[r][j] * win[j + kw];
       }
     }
   }
-  float res[3][3][DW_P];  // see conv2d_tiled_bwd_w
-  UNROLL for (int kh = 0; kh < 3; ++kh)
-    UNROLL for (int kw = 0; kw < 3; ++kw)
-      UNROLL for (int j = 0; j < DW_P; ++j) res[kh][kw][j] = part[kh][kw][j];
-  // The columns past the last full tile, one at a time.
-  float tail[3][3];
-  for (int kh = 0; kh < 3; ++kh)
-    for (int kw = 0; kw < 3; ++kw) tail[kh][kw] = 0.0f;
-  for (long r = 0; r < nr; ++r)
-    for (long ow = full; ow < p.OW; ++ow) {
-      const float g = float(yc[(oh0 + r) * p.y_s[2] + ow * p.y_s[3]]);
-      for (long kh = 0; kh < p.KH; ++kh)
-        for (long kw = 0; kw < p.KW; ++kw) tail[kh][kw] += g * float(xc[(oh0 + r + kh) * p.Wp + ow + kw]);
-    }
   // [chunk][C][KH][KW], chunk = n * ceil(OH / DW_R) + gid.y.
   const long chunk = n * ((p.OH + DW_R - 1) / DW_R) + gid.y;
   device float* out = partial + (chunk * p.C + c) * p.KH * p.KW;
   for (long kh = 0; kh < p.KH; ++kh)
     for (long kw = 0; kw < p.KW; ++kw) {
-      float s = tail[kh][kw];
-      for (int j = 0; j < DW_P; ++j) s += res[kh][kw][j];
+      float s = 0.0f;
+      for (int j = 0; j < DW_P; ++j) s += part[kh][kw][j];
       out[kh * p.KW + kw] = s;
     }
 }

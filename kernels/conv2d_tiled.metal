@@ -2,22 +2,31 @@
 // way they read them (kernels/conv2d_layout.metal makes those layouts).
 //
 // conv2d_tiled        Y = conv(X, W) (+ bias), for unit horizontal stride. Needs
-//   * X with unit-stride rows and every tap a tile reads inside X's buffer: the
+//   * X with unit-stride rows and every position a tile reads inside X's buffer: the
 //     launcher pads X into a workspace first (conv2d_pad_input) unless X needs no
-//     padding and OW >= TILE_P (then no tile reads past a row);
+//     padding and is large enough for a whole tile;
 //   * W packed by conv2d_pack_weight (or prepacked once: metalx.nn.PrepackedConv2d):
 //       wp[((tile * KH + kh) * KW + kw) * cx_g + ic][TILE_C]     float32
 //     where `tile` numbers the blocks of TILE_C output channels of all groups (a
 //     group's last block is padded with zero weights), so the TILE_C weights of one
 //     tap and input channel are one contiguous read, the same for every thread of the
 //     block (on a GPU, a broadcast load for the whole SIMD group).
-//   Each thread accumulates TILE_C output channels x TILE_P consecutive output pixels
-//   of one row in registers: per input channel and tap, TILE_P inputs and TILE_C
-//   weights feed TILE_C * TILE_P multiply-adds. A row's last tile ends at the row's
-//   end (overlapping the one before it and recomputing the shared outputs
-//   identically); with OW < TILE_P the padded copy's rows are a whole tile wide and
-//   the tile drops its extra outputs.
-//   Grid: x = OH * ceil(OW / TILE_P), y = tiles of all groups, z = N.
+//   Each thread accumulates TILE_C output channels x TILE_P consecutive output
+//   positions in registers: per input channel and tap, TILE_P inputs and TILE_C
+//   weights feed TILE_C * TILE_P multiply-adds. Positions run along one of two lines:
+//   * flat (p.pitch > 0, unit vertical stride): the whole image, q = oh * pitch + ow
+//     with pitch = X's row stride, so that a tile's inputs for one tap are TILE_P
+//     consecutive elements of X even across rows; the positions ow >= OW between rows
+//     are computed from neighbouring rows' inputs and not stored. Small images then
+//     fill whole tiles (14 x 14 outputs waste 2 of every 16 positions, not 18 of 32);
+//   * rows (p.pitch == 0): one output row per line, any vertical stride.
+//   A line's last tile ends at the line's end (overlapping the one before it and
+//   recomputing the shared outputs identically); a line shorter than a tile reads past
+//   it (the launcher leaves room) and drops the extra outputs.
+//   Grid: x = slots of TILE_SLOT positions (flat: ceil(Q / TILE_SLOT), Q = (OH - 1) *
+//   pitch + OW; rows: OH * ceil(OW / TILE_SLOT)), y = tiles of all groups, z = N. The
+//   host sizes grids in slots, not tiles, so TILE_P can differ per target: a thread
+//   whose slot does not start a tile returns at once.
 //   The input gradient of a stride-1 convolution is the same computation (dY
 //   convolved with the transposed, flipped weight, which conv2d_pack_weight also
 //   packs), and so is a stride-1 transposed convolution.
@@ -39,18 +48,40 @@ struct Conv2dTiledParams {
   long y_s[4];               // strides of Y (n, c, h, w)
   long b_s;                  // stride of the bias
   long has_bias;
+  long pitch;                // flat lines: X's row stride (= x_s[2]); 0: one line per row
 };
 
-// 8 x 8 accumulators: what a GPU thread holds comfortably, and on the simulator eight
-// 8-wide vector registers (measured best of 4..16 x 4..16 on x86-64-v3).
 #define TILE_C 8  // also in conv2d_layout.metal
+// Output positions per thread. Apple GPUs: 8 x 8 accumulators, what a thread holds
+// comfortably next to its addresses. The simulator's AVX-512 build: 8 x 32, two
+// 16-float registers per output channel, so each weight broadcast feeds two
+// multiply-adds (with 8 x 8 the broadcasts, not the multiply-adds, bound the loop;
+// measured 50 -> 97 GFLOP/s per core); narrower builds have 16 registers and keep 8.
+#if !defined(METALSIM_VECTOR_BYTES) || METALSIM_VECTOR_BYTES < 64
 #define TILE_P 8
+#else
+#define TILE_P 32
+#endif
+#define TILE_SLOT 8  // the grid's unit, kConvTileSlot on the host; divides every TILE_P
 // Full unrolling keeps the accumulators in registers (GCC, which compiles kernels for
 // the simulator, does not unroll nested loops fully at -O2 unless asked).
 #if defined(__METAL_VERSION__)
 #define UNROLL _Pragma("unroll")
 #else
 #define UNROLL _Pragma("GCC unroll 16")
+#endif
+// The loop over a tile's positions in the multiply-adds. On the simulator's AVX2 and
+// AVX-512 builds it stays a loop: GCC's loop vectoriser then makes it whole registers
+// of positions, each weight one broadcast load (measured 64 and 101 GFLOP/s per core).
+// Fully unrolled, its SLP vectoriser loads a tap's TILE_C weights as one vector and
+// splats every lane with two shuffles, which bound the loop (48-50 GFLOP/s); for the
+// baseline (SSE2) build that is still the better of the two.
+#if defined(__METAL_VERSION__)
+#define UNROLL_POSITIONS _Pragma("unroll")
+#elif METALSIM_VECTOR_BYTES >= 32
+#define UNROLL_POSITIONS _Pragma("GCC unroll 1")
+#else
+#define UNROLL_POSITIONS UNROLL
 #endif
 
 template <typename T>
@@ -60,12 +91,27 @@ kernel void conv2d_tiled(device T* y [[buffer(0)]],
                          const device T* bias [[buffer(3)]],
                          constant Conv2dTiledParams& p [[buffer(4)]],
                          uint3 gid [[thread_position_in_grid]]) {
-  const long tiles_w = (p.OW + TILE_P - 1) / TILE_P;
-  const long pix = gid.x;
-  if (pix >= p.OH * tiles_w) return;
-  const long oh = pix / tiles_w;
-  long ow0 = (pix - oh * tiles_w) * TILE_P;
-  if (ow0 + TILE_P > p.OW && p.OW >= TILE_P) ow0 = p.OW - TILE_P;
+  const long slots_per_tile = TILE_P / TILE_SLOT;
+  long line_len, q0, x_off, y_off;
+  if (p.pitch > 0) {
+    line_len = (p.OH - 1) * p.pitch + p.OW;
+    q0 = long(gid.x) * TILE_SLOT;
+    if (q0 >= line_len || gid.x % slots_per_tile != 0) return;
+    if (q0 + TILE_P > line_len && line_len >= TILE_P) q0 = line_len - TILE_P;
+    x_off = q0;
+    y_off = 0;
+  } else {
+    const long slots_w = (p.OW + TILE_SLOT - 1) / TILE_SLOT;
+    if (long(gid.x) >= p.OH * slots_w) return;
+    const long oh = gid.x / slots_w;
+    const long s = gid.x - oh * slots_w;
+    if (s % slots_per_tile != 0) return;
+    line_len = p.OW;
+    q0 = s * TILE_SLOT;
+    if (q0 + TILE_P > line_len && line_len >= TILE_P) q0 = line_len - TILE_P;
+    x_off = oh * p.stride_h * p.x_s[2] + q0;
+    y_off = oh * p.y_s[2] + q0 * p.y_s[3];
+  }
   const long tile = gid.y;
   const long g = tile / p.tiles_g;
   const long oc0 = g * p.cy_g + (tile - g * p.tiles_g) * TILE_C;
@@ -78,13 +124,13 @@ kernel void conv2d_tiled(device T* y [[buffer(0)]],
 
   const long taps = p.KH * p.KW;
   const device float* wt = wp + tile * taps * p.cx_g * TILE_C;
-  const device T* xn = x + n * p.x_s[0] + g * p.cx_g * p.x_s[1] + oh * p.stride_h * p.x_s[2] + ow0;
+  const device T* xn = x + n * p.x_s[0] + g * p.cx_g * p.x_s[1] + x_off;
   const long xcs = p.x_s[1];
   for (long kh = 0; kh < p.KH; ++kh) {
     for (long kw = 0; kw < p.KW; ++kw) {
       const device T* xt = xn + kh * p.dil_h * p.x_s[2] + kw * p.dil_w;
       for (long ic = 0; ic < p.cx_g; ++ic) {
-        UNROLL for (int j = 0; j < TILE_P; ++j) {
+        UNROLL_POSITIONS for (int j = 0; j < TILE_P; ++j) {
           const float xv = float(xt[j]);
           UNROLL for (int o = 0; o < TILE_C; ++o) acc[o][j] += wt[o] * xv;
         }
@@ -94,26 +140,41 @@ kernel void conv2d_tiled(device T* y [[buffer(0)]],
     }
   }
 
-  device T* yo = y + n * p.y_s[0] + oc0 * p.y_s[1] + oh * p.y_s[2] + ow0 * p.y_s[3];
-  const long nj = min(long(TILE_P), p.OW - ow0);
+  // Where each position goes, and whether it is an output at all (past the line's
+  // end, or between rows of a flat line, it is not).
+  long y_at[TILE_P];
+  bool keep[TILE_P];
+  UNROLL for (int j = 0; j < TILE_P; ++j) {
+    const long q = q0 + j;
+    if (p.pitch > 0) {
+      const long oh = q / p.pitch, ow = q - (q / p.pitch) * p.pitch;
+      keep[j] = q < line_len && ow < p.OW;
+      y_at[j] = oh * p.y_s[2] + ow * p.y_s[3];
+    } else {
+      keep[j] = q < line_len;
+      y_at[j] = y_off + j * p.y_s[3];
+    }
+  }
+  device T* yo = y + n * p.y_s[0] + oc0 * p.y_s[1];
   // Unrolled with constant indices so that acc never needs an address (it stays in
-  // registers); tiles cut by the channel or row end mask their stores.
+  // registers); tiles cut by the channel end mask their stores too.
   UNROLL for (int o = 0; o < TILE_C; ++o) {
     const float b = p.has_bias && o < nc ? float(bias[(oc0 + o) * p.b_s]) : 0.0f;
     device T* yr = yo + o * p.y_s[1];
     UNROLL for (int j = 0; j < TILE_P; ++j)
-      if (o < nc && j < nj) yr[j * p.y_s[3]] = T(acc[o][j] + b);
+      if (o < nc && keep[j]) yr[y_at[j]] = T(acc[o][j] + b);
   }
 }
 
 // conv2d_tiled_bwd_w: dW = the weight gradient of Y = conv(X, W), from dY and X as a
 // channels-last, padded copy Xt[n][h][w][c] (conv2d_pad_input with channels_last), so
-// every tap is in bounds and a tile's TILE_C input channels are one contiguous read.
-// A thread accumulates TILE_C output channels x TILE_C input channels of one tap over
+// every tap is in bounds and a tile's TILE_I input channels are one contiguous read.
+// A thread accumulates TILE_C output channels x TILE_I input channels of one tap over
 // the output rows [row0, row1) of the flattened (n, oh) range its grid z selects (a
 // chunk: chunks keep a threadgroup's data in cache and give a GPU enough threads). The
 // sums go to a float workspace [chunk][Cy][cx_g][KH][KW] that conv2d_sum_chunks adds
-// up into dW. Grid: x = ceil(cx_g / TILE_C) * KH * KW, y = tiles, z = chunks.
+// up into dW. Grid: x = ceil(cx_g / TILE_SLOT) * KH * KW (input channels in slots, as
+// conv2d_tiled counts positions: TILE_I differs per target), y = tiles, z = chunks.
 struct Conv2dWeightGradParams {
   long N, Cx, Hp, Wp;        // Xt: channels-last, padded
   long Cy, OH, OW;
@@ -126,6 +187,18 @@ struct Conv2dWeightGradParams {
   long chunks;
 };
 
+// Input channels per thread: TILE_P's counterpart (the contiguous, vectorised dimension).
+#define TILE_I TILE_P
+// The loop over a tile's input channels stays a loop on every simulator build: GCC's
+// loop vectoriser makes it whole registers of channels, each dY value broadcast once
+// per pixel (fully unrolled, its SLP vectoriser measured 3.5x slower on the baseline
+// build and 11x on AVX-512).
+#if defined(__METAL_VERSION__)
+#define UNROLL_INPUTS _Pragma("unroll")
+#else
+#define UNROLL_INPUTS _Pragma("GCC unroll 1")
+#endif
+
 template <typename T>
 kernel void conv2d_tiled_bwd_w(device float* partial [[buffer(0)]],
                                const device T* dy [[buffer(1)]],
@@ -133,24 +206,29 @@ kernel void conv2d_tiled_bwd_w(device float* partial [[buffer(0)]],
                                constant Conv2dWeightGradParams& p [[buffer(3)]],
                                uint3 gid [[thread_position_in_grid]]) {
   const long taps = p.KH * p.KW;
-  const long tiles_i = (p.cx_g + TILE_C - 1) / TILE_C;
-  if (long(gid.x) >= tiles_i * taps) return;
-  const long it = gid.x / taps;
-  const long tap = gid.x - it * taps;
+  const long slots_i = (p.cx_g + TILE_SLOT - 1) / TILE_SLOT;
+  if (long(gid.x) >= slots_i * taps) return;
+  const long si = gid.x / taps;
+  const long tap = gid.x - si * taps;
+  if (si % (TILE_I / TILE_SLOT) != 0) return;
   const long kh = tap / p.KW, kw = tap - (tap / p.KW) * p.KW;
   const long tile = gid.y;
   const long g = tile / p.tiles_g;
   // A group's last tile ends at the group's end, overlapping the one before it (their
   // shared weights are computed identically): the launcher runs this kernel only when
-  // both channel counts per group are at least TILE_C, so every tile is full.
+  // both channel counts per group are at least TILE_C (= TILE_SLOT), so every output
+  // tile is full. A group with fewer than TILE_I input channels reads on into the next
+  // channels (the launcher leaves room after Xt) and drops those sums.
   const long ocg0 = min((tile - g * p.tiles_g) * TILE_C, p.cy_g - TILE_C);  // within the group
-  const long icg0 = min(it * TILE_C, p.cx_g - TILE_C);
+  long icg0 = si * TILE_SLOT;
+  if (icg0 + TILE_I > p.cx_g && p.cx_g >= TILE_I) icg0 = p.cx_g - TILE_I;
+  const long ni = min(long(TILE_I), p.cx_g - icg0);
   const long row0 = long(gid.z) * p.rows_per_chunk;
   const long row1 = min(p.N * p.OH, row0 + p.rows_per_chunk);
 
-  float acc[TILE_C][TILE_C];
+  float acc[TILE_C][TILE_I];
   UNROLL for (int o = 0; o < TILE_C; ++o)
-    UNROLL for (int i = 0; i < TILE_C; ++i) acc[o][i] = 0.0f;
+    UNROLL for (int i = 0; i < TILE_I; ++i) acc[o][i] = 0.0f;
 
   const long ys1 = p.y_s[1], ys3 = p.y_s[3];
   const device T* yg = dy + (g * p.cy_g + ocg0) * ys1;
@@ -161,27 +239,22 @@ kernel void conv2d_tiled_bwd_w(device float* partial [[buffer(0)]],
     const device T* yp = yg + n * p.y_s[0] + oh * p.y_s[2];
     const device T* xp = xg + (n * p.Hp + oh * p.stride_h) * p.Wp * p.Cx;
     for (long ow = 0; ow < p.OW; ++ow) {
-      UNROLL for (int o = 0; o < TILE_C; ++o) {
-        const float yv = float(yp[o * ys1]);
-        UNROLL for (int i = 0; i < TILE_C; ++i) acc[i][o] += float(xp[i]) * yv;
+      float yv[TILE_C];
+      UNROLL for (int o = 0; o < TILE_C; ++o) yv[o] = float(yp[o * ys1]);
+      UNROLL_INPUTS for (int i = 0; i < TILE_I; ++i) {
+        const float xv = float(xp[i]);
+        UNROLL for (int o = 0; o < TILE_C; ++o) acc[o][i] += yv[o] * xv;
       }
       yp += ys3;
       xp += xpix;
     }
   }
 
-  // Through a contiguous array, written in the order of the vector dimension, before
-  // the strided stores: on the simulator that contiguous store group is where the host
-  // compiler's SLP vectoriser starts, without it the accumulators stay scalar (in
-  // conv2d_tiled the same array makes things slower: it vectorises without). A GPU
-  // compiler keeps `res` in registers.
-  float res[TILE_C][TILE_C];
-  UNROLL for (int o = 0; o < TILE_C; ++o)
-    UNROLL for (int i = 0; i < TILE_C; ++i) res[o][i] = acc[i][o];
   // [chunk][Cy][cx_g][KH][KW], contiguous.
   device float* out = partial + ((long(gid.z) * p.Cy + g * p.cy_g + ocg0) * p.cx_g + icg0) * taps + tap;
-  for (int o = 0; o < TILE_C; ++o)
-    for (int i = 0; i < TILE_C; ++i) out[(o * p.cx_g + i) * taps] = res[o][i];
+  UNROLL for (int o = 0; o < TILE_C; ++o)
+    UNROLL for (int i = 0; i < TILE_I; ++i)
+      if (i < ni) out[(o * p.cx_g + i) * taps] = acc[o][i];
 }
 
 // conv2d_sum_chunks: dW[cy, cx, kh, kw] = the sum over chunks of conv2d_tiled_bwd_w's

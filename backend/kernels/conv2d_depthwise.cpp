@@ -14,34 +14,20 @@ using namespace conv2d_util;
 constexpr int64_t kRows = 7;
 constexpr int64_t kCols = 8;
 
-// The padded input copy both kernels read: whole DW_R x DW_P tiles and their 3 x 3
-// window stay inside it.
-Conv2dPadParams paddedInput(const Conv2dGeometry& g, const ConvOperand& x) {
-  Conv2dPadParams p{};
-  p.N = g.N; p.C = g.Cx; p.H = g.H; p.W = g.W;
-  std::copy(x.strides, x.strides + 4, p.x_s);
-  p.Hp = ceilDiv(g.OH, kRows) * kRows + 2;
-  p.Wp = ceilDiv(g.OW, kCols) * kCols + 2;
-  p.pad_h = g.pad[0];
-  p.pad_w = g.pad[1];
-  p.sub_h = p.sub_w = 1;
-  p.channels_last = 0;
-  return p;
-}
-
-size_t paddedBytes(DType dtype, const Conv2dGeometry& g) {
-  const Conv2dPadParams p = paddedInput(g, ConvOperand{});
-  return alignUp(static_cast<size_t>(p.N * p.C * p.Hp * p.Wp) * elementSize(dtype));
-}
-
-Conv2dDwParams paramsFor(const Conv2dGeometry& g, const Conv2dPadParams& pad, const ConvOperand& y,
-                         const ConvOperand& w) {
+// Both kernels read X in place, with its padding: `y` is Y for the forward and dY for
+// the weight gradient, `w` W or dW.
+Conv2dDwParams paramsFor(const Conv2dGeometry& g, const ConvOperand& x, const ConvOperand& y, const ConvOperand& w) {
   Conv2dDwParams p{};
-  p.N = g.N; p.C = g.Cx; p.Hp = pad.Hp; p.Wp = pad.Wp;
+  p.N = g.N; p.C = g.Cx;
   p.OH = g.OH; p.OW = g.OW;
   p.KH = g.KH; p.KW = g.KW;
   std::copy(y.strides, y.strides + 4, p.y_s);
   std::copy(w.strides, w.strides + 4, p.w_s);
+  p.H = g.H;
+  p.W = g.W;
+  p.pad_h = g.pad[0];
+  p.pad_w = g.pad[1];
+  std::copy(x.strides, x.strides + 4, p.x_s);
   return p;
 }
 
@@ -52,23 +38,17 @@ bool conv2dDepthwise3Applies(const Conv2dGeometry& g) {
          g.KW <= 3 && g.stride[0] == 1 && g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
 }
 
-size_t conv2dDepthwise3ForwardScratchBytes(DType dtype, const Conv2dGeometry& g) { return paddedBytes(dtype, g); }
-
 void encodeConv2dDepthwise3Forward(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
                                    const Conv2dGeometry& g, const ConvOperand& y, const ConvOperand& x,
-                                   const ConvOperand& w, const ConvOperand* bias, bool flip,
-                                   const ConvOperand& scratch) {
+                                   const ConvOperand& w, const ConvOperand* bias, bool flip) {
   rt::check(conv2dDepthwise3Applies(g), rt::ErrorKind::Validation, "conv2d: the depthwise 3x3 kernel does not apply");
   if (g.N == 0 || g.Cy == 0 || g.OH == 0 || g.OW == 0) return;
-  rt::check(scratch.buffer != nullptr, rt::ErrorKind::Validation, "conv2d: the depthwise kernel needs its scratch");
-  const Conv2dPadParams pad = paddedInput(g, x);
-  encodePadInput(encoder, pipelines, dtype, pad, scratch, x);
-  Conv2dDwParams p = paramsFor(g, pad, y, w);
+  Conv2dDwParams p = paramsFor(g, x, y, w);
   p.has_bias = bias != nullptr;
   p.b_s = bias ? bias->strides[0] : 0;
   p.flip = flip;
   encoder.setComputePipeline(pipelines.builtin("conv2d_dw3_" + typeName(dtype)));
-  bindForwardOperands(encoder, y, scratch, w, bias);
+  bindForwardOperands(encoder, y, x, w, bias);
   encoder.setBytes(&p, sizeof p, 4);
   dispatch(encoder, ceilDiv(g.OH, kRows) * ceilDiv(g.OW, kCols), g.Cy, g.N);
 }
@@ -77,9 +57,9 @@ bool conv2dDepthwise3BackwardWeightApplies(const Conv2dGeometry& g, const ConvOp
   return conv2dDepthwise3Applies(g) && dy.strides[3] == 1;
 }
 
-size_t conv2dDepthwise3BackwardWeightScratchBytes(DType dtype, const Conv2dGeometry& g) {
+size_t conv2dDepthwise3BackwardWeightScratchBytes(DType, const Conv2dGeometry& g) {
   const int64_t chunks = g.N * ceilDiv(g.OH, kRows);
-  return paddedBytes(dtype, g) + static_cast<size_t>(chunks * g.Cy * g.KH * g.KW) * sizeof(float);
+  return static_cast<size_t>(chunks * g.Cy * g.KH * g.KW) * sizeof(float);
 }
 
 void encodeConv2dDepthwise3BackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
@@ -89,8 +69,7 @@ void encodeConv2dDepthwise3BackwardWeight(rt::ComputeEncoder& encoder, rt::Pipel
             "conv2d: the depthwise 3x3 weight-gradient kernel does not apply");
   if (g.Cy == 0) return;
   rt::check(scratch.buffer != nullptr, rt::ErrorKind::Validation, "conv2d: the depthwise kernel needs its scratch");
-  const Conv2dPadParams pad = paddedInput(g, x);
-  const ConvOperand partial = region(scratch, paddedBytes(dtype, g));
+  const ConvOperand& partial = scratch;
   // conv2d_sum_chunks sees the partial sums as [chunks][Cy][1][KH][KW].
   Conv2dWeightGradParams sum{};
   sum.Cy = g.Cy;
@@ -100,12 +79,11 @@ void encodeConv2dDepthwise3BackwardWeight(rt::ComputeEncoder& encoder, rt::Pipel
   std::copy(dw.strides, dw.strides + 4, sum.w_s);
   sum.chunks = g.N * ceilDiv(g.OH, kRows);
   if (sum.chunks > 0 && g.OW > 0) {
-    encodePadInput(encoder, pipelines, dtype, pad, scratch, x);
-    const Conv2dDwParams p = paramsFor(g, pad, dy, dw);
+    const Conv2dDwParams p = paramsFor(g, x, dy, dw);
     encoder.setComputePipeline(pipelines.builtin("conv2d_dw3_bwd_w_" + typeName(dtype)));
     encoder.setBuffer(partial.buffer, partial.byte_offset, 0);
     encoder.setBuffer(dy.buffer, dy.byte_offset, 1);
-    encoder.setBuffer(scratch.buffer, scratch.byte_offset, 2);
+    encoder.setBuffer(x.buffer, x.byte_offset, 2);
     encoder.setBytes(&p, sizeof p, 3);
     dispatch(encoder, g.Cy, ceilDiv(g.OH, kRows), g.N);
   } else {

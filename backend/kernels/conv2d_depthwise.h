@@ -13,11 +13,10 @@ bool conv2dDepthwise3Applies(const Conv2dGeometry& g);
 
 // Y = conv(X, W) (+ bias); with `flip`, `g` is the input gradient of a depthwise
 // convolution as a forward (conv2dInputGradAsForward) and W that convolution's weight.
-size_t conv2dDepthwise3ForwardScratchBytes(DType dtype, const Conv2dGeometry& g);
+// Reads X in place (any strides): no scratch.
 void encodeConv2dDepthwise3Forward(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
                                    const Conv2dGeometry& g, const ConvOperand& y, const ConvOperand& x,
-                                   const ConvOperand& w, const ConvOperand* bias, bool flip,
-                                   const ConvOperand& scratch);
+                                   const ConvOperand& w, const ConvOperand* bias, bool flip);
 
 // The weight gradient also needs dY's rows unit-stride.
 bool conv2dDepthwise3BackwardWeightApplies(const Conv2dGeometry& g, const ConvOperand& dy);

@@ -22,25 +22,37 @@ int64_t tilesPerGroup(const Conv2dGeometry& g) { return ceilDiv(g.Cy / g.groups,
 
 // How conv2d_tiled reads X for the forward of `g`: in place, or from a dense NCHW copy
 // whose every tap is in bounds (padding resolved, a 1-wide/1-high kernel's stride
-// turned into subsampling, rows wide enough for a whole tile).
+// turned into subsampling), and along which lines (see the kernel): flat (the whole
+// image, q = oh * pitch + ow) when the vertical stride is 1, else one line per row.
 struct TiledInput {
   bool copy = false;
   Conv2dPadParams pad{};  // when copying
   int64_t H = 0, W = 0, stride_h = 1;
   int64_t x_s[3] = {0, 0, 0};
+  int64_t pitch = 0;      // conv2d_tiled's p.pitch
+  size_t copy_elements = 0;
 };
+
+// Positions on the flat line of one output image whose rows lie `pitch` apart in X
+// (ending at the last output: no tile reads past the last input the convolution needs).
+int64_t flatLineLength(const Conv2dGeometry& g, int64_t pitch) { return (g.OH - 1) * pitch + g.OW; }
 
 TiledInput tiledInputOf(const Conv2dGeometry& g, const ConvOperand& x) {
   TiledInput t;
   const int64_t rows_needed = (g.OH - 1) * g.stride[0] + (g.KH - 1) * g.dilation[0] + 1;
   const int64_t cols_needed = (g.OW - 1) * g.stride[1] + (g.KW - 1) * g.dilation[1] + 1;
-  t.copy = g.pad[0] != 0 || g.pad[1] != 0 || g.stride[1] != 1 || x.strides[3] != 1 || g.OW < kConvTileP ||
-           rows_needed > g.H || cols_needed > g.W;
+  // In place: no padding, unit-stride rows, and a line as long as any build's tile
+  // (the last inputs a tile reads are then the last the convolution reads).
+  const bool flat_in_place = g.stride[0] == 1 && flatLineLength(g, x.strides[2]) >= kConvTilePMax;
+  const bool rows_in_place = g.stride[0] != 1 && g.OW >= kConvTilePMax;
+  t.copy = g.pad[0] != 0 || g.pad[1] != 0 || g.stride[1] != 1 || x.strides[3] != 1 || rows_needed > g.H ||
+           cols_needed > g.W || !(flat_in_place || rows_in_place);
   if (!t.copy) {
     t.H = g.H;
     t.W = g.W;
     t.stride_h = g.stride[0];
     std::copy(x.strides, x.strides + 3, t.x_s);
+    t.pitch = t.stride_h == 1 ? t.x_s[2] : 0;
     return t;
   }
   Conv2dPadParams& p = t.pad;
@@ -52,13 +64,18 @@ TiledInput tiledInputOf(const Conv2dGeometry& g, const ConvOperand& x) {
   p.pad_w = g.pad[1];
   t.stride_h = g.stride[0] / p.sub_h;
   p.Hp = (g.OH - 1) * t.stride_h + (g.KH - 1) * g.dilation[0] + 1;
-  p.Wp = std::max(g.OW, kConvTileP) - 1 + (g.KW - 1) * g.dilation[1] + 1;
+  // Row lines shorter than a tile get rows a tile wide; flat lines need no more than
+  // the padded width, and the copy's tail room (below) covers a short last line.
+  const int64_t ow_room = t.stride_h == 1 ? g.OW : std::max(g.OW, kConvTilePMax);
+  p.Wp = ow_room - 1 + (g.KW - 1) * g.dilation[1] + 1;
   p.channels_last = 0;
   t.H = p.Hp;
   t.W = p.Wp;
   t.x_s[0] = g.Cx * p.Hp * p.Wp;
   t.x_s[1] = p.Hp * p.Wp;
   t.x_s[2] = p.Wp;
+  t.pitch = t.stride_h == 1 ? p.Wp : 0;
+  t.copy_elements = static_cast<size_t>(g.N * g.Cx * p.Hp * p.Wp + kConvTilePMax);
   return t;
 }
 
@@ -79,7 +96,9 @@ WeightGradLayout weightGradLayout(DType dtype, const Conv2dGeometry& g) {
   p.pad_w = g.pad[1];
   p.sub_h = p.sub_w = 1;
   p.channels_last = 1;
-  l.input_bytes = alignUp(static_cast<size_t>(g.N * p.Hp * p.Wp * g.Cx) * elementSize(dtype));
+  // Room after Xt: a thread reads a whole tile of input channels (up to kConvTilePMax)
+  // even where a group has fewer.
+  l.input_bytes = alignUp(static_cast<size_t>(g.N * p.Hp * p.Wp * g.Cx + kConvTilePMax) * elementSize(dtype));
   const Conv2dRowChunks c = conv2dWeightGradChunks(g);
   l.partial_bytes = static_cast<size_t>(c.chunks * g.Cy * (g.Cx / g.groups) * g.KH * g.KW) * sizeof(float);
   return l;
@@ -143,7 +162,7 @@ std::optional<Conv2dGeometry> conv2dInputGradAsForward(const Conv2dGeometry& g) 
 size_t conv2dTiledForwardScratchBytes(DType dtype, const Conv2dGeometry& g, const ConvOperand& x) {
   const TiledInput t = tiledInputOf(g, x);
   if (!t.copy) return 0;
-  return alignUp(static_cast<size_t>(g.N * g.Cx * t.pad.Hp * t.pad.Wp) * elementSize(dtype));
+  return alignUp(t.copy_elements * elementSize(dtype));
 }
 
 void encodeConv2dTiledForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
@@ -172,10 +191,13 @@ void encodeConv2dTiledForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pi
   std::copy(y.strides, y.strides + 4, p.y_s);
   p.has_bias = bias != nullptr;
   p.b_s = bias ? bias->strides[0] : 0;
+  p.pitch = t.pitch;
   encoder.setComputePipeline(pipelines.builtin("conv2d_tiled_" + typeName(dtype)));
   bindForwardOperands(encoder, y, xin, packed_w, bias);
   encoder.setBytes(&p, sizeof p, 4);
-  dispatch(encoder, g.OH * ceilDiv(g.OW, kConvTileP), g.groups * p.tiles_g, g.N);
+  const int64_t slots = t.pitch > 0 ? ceilDiv(flatLineLength(g, t.pitch), kConvTileSlot)
+                                    : g.OH * ceilDiv(g.OW, kConvTileSlot);
+  dispatch(encoder, slots, g.groups * p.tiles_g, g.N);
 }
 
 bool conv2dTiledBackwardWeightApplies(const Conv2dGeometry& g) {
@@ -243,7 +265,7 @@ void encodeConv2dTiledBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCa
     encoder.setBuffer(dy.buffer, dy.byte_offset, 1);
     encoder.setBuffer(xt.buffer, xt.byte_offset, 2);
     encoder.setBytes(&p, sizeof p, 3);
-    dispatch(encoder, ceilDiv(p.cx_g, kConvTileC) * g.KH * g.KW, g.groups * p.tiles_g, c.chunks);
+    dispatch(encoder, ceilDiv(p.cx_g, kConvTileSlot) * g.KH * g.KW, g.groups * p.tiles_g, c.chunks);
   } else {
     p.chunks = 0;  // no batch: every sum is empty, conv2d_sum_chunks writes zeros
   }

@@ -16,9 +16,13 @@
 
 namespace metalx::kernels {
 
-// TILE_C and TILE_P of the kernels: output channels x output pixels per thread.
+// conv2d_tiled's TILE_C (output channels per thread, and the packed weight's blocks)
+// and TILE_SLOT (the unit its grid counts output positions in). Its TILE_P (positions
+// per thread) differs per target, at most kConvTilePMax: inputs it reads past a short
+// line must lie inside the buffer.
 constexpr int64_t kConvTileC = 8;
-constexpr int64_t kConvTileP = 8;
+constexpr int64_t kConvTileSlot = 8;
+constexpr int64_t kConvTilePMax = 32;
 
 // ---- packed weights ----
 

@@ -17,8 +17,9 @@ struct Conv2dTiledParams {
   int64_t y_s[4];
   int64_t b_s;
   int64_t has_bias;
+  int64_t pitch;  // flat lines: X's row stride; 0: one line per output row
 };
-static_assert(sizeof(Conv2dTiledParams) == 24 * 8, "Conv2dTiledParams must match the Metal struct");
+static_assert(sizeof(Conv2dTiledParams) == 25 * 8, "Conv2dTiledParams must match the Metal struct");
 
 struct Conv2dWeightGradParams {
   int64_t N, Cx, Hp, Wp;
@@ -56,12 +57,14 @@ namespace metalx::kernels {
 
 // kernels/conv2d_depthwise.metal
 struct Conv2dDwParams {
-  int64_t N, C, Hp, Wp;
+  int64_t N, C;
   int64_t OH, OW;
   int64_t KH, KW;
   int64_t y_s[4], w_s[4];
   int64_t b_s, has_bias, flip;
+  int64_t H, W, pad_h, pad_w;
+  int64_t x_s[4];
 };
-static_assert(sizeof(Conv2dDwParams) == 19 * 8, "Conv2dDwParams must match the Metal struct");
+static_assert(sizeof(Conv2dDwParams) == 25 * 8, "Conv2dDwParams must match the Metal struct");
 
 }  // namespace metalx::kernels

@@ -133,9 +133,23 @@ class Conv2dLauncherResults : public ::testing::Test {
   std::mt19937 rng{42};
 };
 
+// A KH x 1 kernel with vertical stride 2: conv2d_tiled's row lines (not flat).
+Conv2dGeometry tallKernelStride2(int64_t w) {
+  Conv2dGeometry g = geometry(1, 8, 9, w, 8, 1);
+  g.KH = 3;
+  g.stride[0] = 2;
+  g.OH = (g.H - 3) / 2 + 1;
+  return g;
+}
+
 TEST_F(Conv2dLauncherResults, TiledForwardMatchesReference) {
+  // Padded copies read as flat lines (with padding, dilation, a subsampled 1x1, groups, an
+  // image smaller than a tile), X read in place as a flat line (unpadded NCHW; channels-last
+  // X is copied), and row lines, in place and copied (shorter than a tile).
   for (const Conv2dGeometry& g : {geometry(2, 12, 9, 11, 20, 3, 1, 1), geometry(1, 16, 7, 5, 8, 3, 1, 2, 2),
-                                  geometry(2, 16, 9, 9, 16, 1, 2), geometry(1, 32, 6, 10, 32, 3, 1, 1, 1, 4)}) {
+                                  geometry(2, 16, 9, 9, 16, 1, 2), geometry(1, 32, 6, 10, 32, 3, 1, 1, 1, 4),
+                                  geometry(1, 8, 4, 4, 8, 3, 1, 1), geometry(2, 16, 9, 11, 8, 3),
+                                  tallKernelStride2(40), tallKernelStride2(10)}) {
     for (bool cl : {false, true}) {
       Tensor4 x = makeTensor(g.N, g.Cx, g.H, g.W, cl, 5, rng);
       Tensor4 w = makeTensor(g.Cy, g.Cx / g.groups, g.KH, g.KW, false, 0, rng);
@@ -166,8 +180,11 @@ TEST_F(Conv2dLauncherResults, TiledForwardMatchesReference) {
 }
 
 TEST_F(Conv2dLauncherResults, TiledWeightGradientMatchesReference) {
+  // Input channels per group below, at, and above a tile of every build (8 or 32: the
+  // last tile overlaps), and groups (a small group's tile reads into the next group).
   for (const Conv2dGeometry& g : {geometry(3, 8, 20, 20, 16, 3, 1, 1), geometry(2, 16, 9, 7, 8, 3, 2, 1),
-                                  geometry(2, 24, 6, 6, 12, 1)}) {
+                                  geometry(2, 24, 6, 6, 12, 1), geometry(1, 40, 7, 7, 16, 3, 1, 1),
+                                  geometry(2, 24, 6, 6, 16, 3, 1, 1, 1, 2)}) {
     Tensor4 x = makeTensor(g.N, g.Cx, g.H, g.W, false, 3, rng);
     Tensor4 dy = makeTensor(g.N, g.Cy, g.OH, g.OW, true, 0, rng);
     Tensor4 dw = makeTensor(g.Cy, g.Cx / g.groups, g.KH, g.KW, false, 2, rng);
@@ -177,16 +194,18 @@ TEST_F(Conv2dLauncherResults, TiledWeightGradientMatchesReference) {
     });
     ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
     dw.host = rt::testing::read<float>(dw.buffer, dw.host.size());
+    const int64_t cx_g = g.Cx / g.groups, cy_g = g.Cy / g.groups;
     for (int64_t oc = 0; oc < g.Cy; ++oc)
-      for (int64_t ic = 0; ic < g.Cx; ++ic)
+      for (int64_t ic = 0; ic < cx_g; ++ic)
         for (int64_t kh = 0; kh < g.KH; ++kh)
           for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const int64_t cx = oc / cy_g * cx_g + ic;  // X's channel
             double s = 0;
             for (int64_t n = 0; n < g.N; ++n)
               for (int64_t oh = 0; oh < g.OH; ++oh)
                 for (int64_t ow = 0; ow < g.OW; ++ow) {
                   const int64_t ih = oh * g.stride[0] - g.pad[0] + kh, iw = ow * g.stride[1] - g.pad[1] + kw;
-                  if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) s += double(dy.at(n, oc, oh, ow)) * x.at(n, ic, ih, iw);
+                  if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) s += double(dy.at(n, oc, oh, ow)) * x.at(n, cx, ih, iw);
                 }
             ASSERT_NEAR(dw.at(oc, ic, kh, kw), s, 1e-3) << "chunks " << conv2dWeightGradChunks(g).chunks;
           }
@@ -194,24 +213,61 @@ TEST_F(Conv2dLauncherResults, TiledWeightGradientMatchesReference) {
 }
 
 TEST_F(Conv2dLauncherResults, Depthwise3ForwardAndWeightGradientMatchReference) {
+  // Both kernels read X in place: windows at the borders (padding), wholly inside X
+  // (the larger images), NCHW and channels-last X, no padding, a 2 x 2 kernel.
+  for (const Conv2dGeometry& gf : {geometry(2, 6, 9, 13, 6, 3, 1, 1, 1, 6), geometry(1, 4, 30, 40, 4, 3, 1, 1, 1, 4),
+                                   geometry(1, 4, 20, 25, 4, 3, 1, 0, 1, 4), geometry(1, 3, 16, 19, 3, 2, 1, 1, 1, 3)}) {
+    for (bool cl : {true, false}) {
+      Tensor4 xf = makeTensor(gf.N, gf.Cx, gf.H, gf.W, cl, 1, rng);
+      Tensor4 wf = makeTensor(gf.Cy, 1, gf.KH, gf.KW, false, 0, rng);
+      Tensor4 yf = makeTensor(gf.N, gf.Cy, gf.OH, gf.OW, false, 4, rng);
+      auto cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
+        encodeConv2dDepthwise3Forward(e, *pipelines, DType::Float32, gf, yf.operand(), xf.operand(), wf.operand(),
+                                      nullptr, false);
+      });
+      ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
+      yf.host = rt::testing::read<float>(yf.buffer, yf.host.size());
+      for (int64_t n = 0; n < gf.N; ++n)
+        for (int64_t c = 0; c < gf.Cy; ++c)
+          for (int64_t oh = 0; oh < gf.OH; ++oh)
+            for (int64_t ow = 0; ow < gf.OW; ++ow)
+              ASSERT_NEAR(yf.at(n, c, oh, ow), refForward(xf, wf, gf, n, c, oh, ow), 1e-4)
+                  << "H " << gf.H << " cl " << cl << " at " << n << "," << c << "," << oh << "," << ow;
+      // dW through the same windows, with dY := Y.
+      Tensor4 dwf = makeTensor(gf.Cy, 1, gf.KH, gf.KW, false, 0, rng);
+      const ConvOperand scratch = scratchOf(conv2dDepthwise3BackwardWeightScratchBytes(DType::Float32, gf));
+      cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
+        encodeConv2dDepthwise3BackwardWeight(e, *pipelines, DType::Float32, gf, dwf.operand(), yf.operand(),
+                                             xf.operand(), scratch);
+      });
+      ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
+      dwf.host = rt::testing::read<float>(dwf.buffer, dwf.host.size());
+      for (int64_t c = 0; c < gf.Cy; ++c)
+        for (int64_t kh = 0; kh < gf.KH; ++kh)
+          for (int64_t kw = 0; kw < gf.KW; ++kw) {
+            double s = 0;
+            for (int64_t n = 0; n < gf.N; ++n)
+              for (int64_t oh = 0; oh < gf.OH; ++oh)
+                for (int64_t ow = 0; ow < gf.OW; ++ow) {
+                  const int64_t ih = oh - gf.pad[0] + kh, iw = ow - gf.pad[1] + kw;
+                  if (ih >= 0 && ih < gf.H && iw >= 0 && iw < gf.W) s += double(yf.at(n, c, oh, ow)) * xf.at(n, c, ih, iw);
+                }
+            ASSERT_NEAR(dwf.at(c, 0, kh, kw), s, 1e-3) << "H " << gf.H << " cl " << cl << " tap " << kh << "," << kw;
+          }
+    }
+  }
   const Conv2dGeometry g = geometry(2, 6, 9, 13, 6, 3, 1, 1, 1, 6);
   Tensor4 x = makeTensor(g.N, g.Cx, g.H, g.W, true, 1, rng);
   Tensor4 w = makeTensor(g.Cy, 1, 3, 3, false, 0, rng);
   Tensor4 y = makeTensor(g.N, g.Cy, g.OH, g.OW, false, 4, rng);
   Tensor4 dw = makeTensor(g.Cy, 1, 3, 3, false, 0, rng);
-  const size_t fwd_bytes = conv2dDepthwise3ForwardScratchBytes(DType::Float32, g);
-  const size_t bwd_bytes = conv2dDepthwise3BackwardWeightScratchBytes(DType::Float32, g);
-  const ConvOperand scratch = scratchOf(std::max(fwd_bytes, bwd_bytes));
+  const ConvOperand scratch = scratchOf(conv2dDepthwise3BackwardWeightScratchBytes(DType::Float32, g));
   auto cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
     encodeConv2dDepthwise3Forward(e, *pipelines, DType::Float32, g, y.operand(), x.operand(), w.operand(), nullptr,
-                                  false, scratch);
+                                  false);
   });
   ASSERT_EQ(cb->status(), rt::CommandBufferStatus::Completed) << cb->error();
   y.host = rt::testing::read<float>(y.buffer, y.host.size());
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t c = 0; c < g.Cy; ++c)
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) ASSERT_NEAR(y.at(n, c, oh, ow), refForward(x, w, g, n, c, oh, ow), 1e-4);
   // dW from dY := the output just computed.
   cb = rt::testing::runCompute(*queue, [&](rt::ComputeEncoder& e) {
     encodeConv2dDepthwise3BackwardWeight(e, *pipelines, DType::Float32, g, dw.operand(), y.operand(), x.operand(),
@@ -246,7 +302,7 @@ TEST(Conv2dLaunchersValidation, RefusesGeometriesTheyDoNotRun) {
                                                   none, none, none),
                   rt::ErrorKind::Validation, "does not apply");
   EXPECT_RT_ERROR(encodeConv2dDepthwise3Forward(*enc, pipelines, DType::Float32, geometry(1, 8, 8, 8, 8, 3), none,
-                                                none, none, nullptr, false, none),
+                                                none, none, nullptr, false),
                   rt::ErrorKind::Validation, "does not apply");
   enc->endEncoding();
 }

@@ -14,7 +14,7 @@
 //   METALSIM_EVENT_TIMEOUT_S how long a command buffer may wait on an event before it
 //                           fails, like Metal's GPU watchdog (default 60)
 //   METALSIM_KERNEL_ISA     which build of the built-in kernels runs: auto (default),
-//                           baseline or x86-64-v3 (kernel_isa.h)
+//                           baseline, x86-64-v3 or x86-64-v4 (kernel_isa.h)
 #pragma once
 
 #include <cstddef>

@@ -30,23 +30,54 @@ bool cpuSupportsX86_64_v3() {
 #endif
 }
 
-KernelIsaChoice chooseKernelIsa(kabi::RegisterFn baseline, kabi::RegisterFn x86_64_v3) {
+bool cpuSupportsX86_64_v4() {
+#if defined(__x86_64__)
+  if (!cpuSupportsX86_64_v3()) return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xE0u) != 0xE0u) return false;  // opmask, ZMM0-15 upper halves, ZMM16-31
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const unsigned need = (1u << 16) | (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);  // F DQ CD BW VL
+  return (b & need) == need;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+struct Level {
+  const char* name;
+  kabi::RegisterFn entry;
+  bool (*cpu_supports)();
+};
+
+}  // namespace
+
+KernelIsaChoice chooseKernelIsa(kabi::RegisterFn baseline, kabi::RegisterFn x86_64_v3,
+                                kabi::RegisterFn x86_64_v4) {
+  // Widest first: `auto` takes the first one that is built and runs on this CPU.
+  const Level levels[] = {{"x86-64-v4", x86_64_v4, &cpuSupportsX86_64_v4},
+                          {"x86-64-v3", x86_64_v3, &cpuSupportsX86_64_v3}};
   const std::string& want = config().kernel_isa;
   if (want == "baseline") return {baseline, "baseline"};
-  if (want == "x86-64-v3") {
-    if (!x86_64_v3)
+  for (const Level& l : levels) {
+    if (want != l.name) continue;
+    if (!l.entry)
       throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
-                              "METALSIM_KERNEL_ISA=x86-64-v3, but the built-in kernels were not built for "
-                              "x86-64-v3 (only for x86-64 hosts)");
-    if (!cpuSupportsX86_64_v3())
+                              "METALSIM_KERNEL_ISA=" + want + ", but the built-in kernels were not built for " +
+                                  want + " (only for x86-64 hosts)");
+    if (!l.cpu_supports())
       throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
-                              "METALSIM_KERNEL_ISA=x86-64-v3, but this CPU lacks x86-64-v3 (AVX2, FMA, BMI2)");
-    return {x86_64_v3, "x86-64-v3"};
+                              "METALSIM_KERNEL_ISA=" + want + ", but this CPU (or OS) does not support " + want);
+    return {l.entry, l.name};
   }
   if (want != "auto")
     throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
-                            "METALSIM_KERNEL_ISA must be auto, baseline or x86-64-v3, not '" + want + "'");
-  if (x86_64_v3 && cpuSupportsX86_64_v3()) return {x86_64_v3, "x86-64-v3"};
+                            "METALSIM_KERNEL_ISA must be auto, baseline, x86-64-v3 or x86-64-v4, not '" + want + "'");
+  for (const Level& l : levels)
+    if (l.entry && l.cpu_supports()) return {l.entry, l.name};
   return {baseline, "baseline"};
 }
 
