@@ -33,13 +33,16 @@ SHAPES = [
 N = 8
 
 
-def timed(fn, reps, sync):
-    """Best of `reps` timed runs (after a warm-up): the machine is shared, and the best
-    run is the one least disturbed by other processes, for both sides."""
+def timed(fn, reps, sync, min_seconds=0.25):
+    """Best of at least `reps` timed runs (after a warm-up), and of as many more as fit
+    in `min_seconds`: the machine is shared, and the best run is the one least
+    disturbed by other processes, for both sides; sub-millisecond cases need many runs
+    for that minimum to mean anything."""
     fn()
     sync()
     samples = []
-    for _ in range(reps):
+    begin = time.perf_counter()
+    while len(samples) < reps or time.perf_counter() - begin < min_seconds:
         start = time.perf_counter()
         fn()
         sync()

@@ -10,8 +10,10 @@ namespace {
 
 using namespace conv2d_util;
 
-// DW_R and DW_P of kernels/conv2d_depthwise.metal.
-constexpr int64_t kRows = 7;
+// DW_RSLOT, DW_RW and DW_P of kernels/conv2d_depthwise.metal: the unit the forward's
+// grid counts rows in, the weight gradient's rows per chunk, columns per tile.
+constexpr int64_t kRowSlot = 7;
+constexpr int64_t kRowsWeightGrad = 7;
 constexpr int64_t kCols = 8;
 
 // Both kernels read X in place, with its padding: `y` is Y for the forward and dY for
@@ -50,7 +52,7 @@ void encodeConv2dDepthwise3Forward(rt::ComputeEncoder& encoder, rt::PipelineCach
   encoder.setComputePipeline(pipelines.builtin("conv2d_dw3_" + typeName(dtype)));
   bindForwardOperands(encoder, y, x, w, bias);
   encoder.setBytes(&p, sizeof p, 4);
-  dispatch(encoder, ceilDiv(g.OH, kRows) * ceilDiv(g.OW, kCols), g.Cy, g.N);
+  dispatch(encoder, ceilDiv(g.OH, kRowSlot) * ceilDiv(g.OW, kCols), g.Cy, g.N);
 }
 
 bool conv2dDepthwise3BackwardWeightApplies(const Conv2dGeometry& g, const ConvOperand& dy) {
@@ -58,7 +60,7 @@ bool conv2dDepthwise3BackwardWeightApplies(const Conv2dGeometry& g, const ConvOp
 }
 
 size_t conv2dDepthwise3BackwardWeightScratchBytes(DType, const Conv2dGeometry& g) {
-  const int64_t chunks = g.N * ceilDiv(g.OH, kRows);
+  const int64_t chunks = g.N * ceilDiv(g.OH, kRowsWeightGrad);
   return static_cast<size_t>(chunks * g.Cy * g.KH * g.KW) * sizeof(float);
 }
 
@@ -77,7 +79,7 @@ void encodeConv2dDepthwise3BackwardWeight(rt::ComputeEncoder& encoder, rt::Pipel
   sum.KH = g.KH;
   sum.KW = g.KW;
   std::copy(dw.strides, dw.strides + 4, sum.w_s);
-  sum.chunks = g.N * ceilDiv(g.OH, kRows);
+  sum.chunks = g.N * ceilDiv(g.OH, kRowsWeightGrad);
   if (sum.chunks > 0 && g.OW > 0) {
     const Conv2dDwParams p = paramsFor(g, x, dy, dw);
     encoder.setComputePipeline(pipelines.builtin("conv2d_dw3_bwd_w_" + typeName(dtype)));
@@ -85,7 +87,7 @@ void encodeConv2dDepthwise3BackwardWeight(rt::ComputeEncoder& encoder, rt::Pipel
     encoder.setBuffer(dy.buffer, dy.byte_offset, 1);
     encoder.setBuffer(x.buffer, x.byte_offset, 2);
     encoder.setBytes(&p, sizeof p, 3);
-    dispatch(encoder, g.Cy, ceilDiv(g.OH, kRows), g.N);
+    dispatch(encoder, g.Cy, ceilDiv(g.OH, kRowsWeightGrad), g.N);
   } else {
     sum.chunks = 0;  // empty sums: zeros
   }
