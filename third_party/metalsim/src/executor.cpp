@@ -16,6 +16,7 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -295,12 +296,26 @@ void runDispatch(DispatchCommand& d) {
   size_t groups = size_t(d.groups.x) * d.groups.y * d.groups.z;
   size_t threads_per_group = size_t(d.launch.threads_per_threadgroup.x) *
                              d.launch.threads_per_threadgroup.y * d.launch.threads_per_threadgroup.z;
-  // Small dispatches run on the queue's own thread: waking pool threads would cost more.
-  if (groups == 1 || groups * threads_per_group <= 2048) {
-    runGroups(d, 0, groups);
+  if (groups == 1) {
+    runGroups(d, 0, 1);
     return;
   }
-  WorkerPool::instance().parallelFor(groups, [&](size_t b, size_t e) { runGroups(d, b, e); });
+  // Few threads: run on the queue's own thread, where waking pool threads would cost
+  // more than the work, unless the work is heavy (threads that each loop over much
+  // data): the first group, timed, tells which.
+  size_t first = 0;
+  if (groups * threads_per_group <= 2048) {
+    const auto start = std::chrono::steady_clock::now();
+    runGroups(d, 0, 1);
+    const auto per_group = std::chrono::steady_clock::now() - start;
+    first = 1;
+    if (per_group * (groups - 1) < std::chrono::microseconds(50)) {
+      runGroups(d, 1, groups);
+      return;
+    }
+  }
+  WorkerPool::instance().parallelFor(groups - first,
+                                     [&](size_t b, size_t e) { runGroups(d, first + b, first + e); });
 }
 
 }  // namespace metalsim
