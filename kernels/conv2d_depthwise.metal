@@ -6,16 +6,16 @@
 //                 gradient: dX[n, c] = dY[n, c] (*) flipped W[c] (a stride-1 depthwise
 //                 convolution's input gradient is the convolution of dY with the
 //                 flipped kernel and padding K - 1 - pad). A thread computes DW_R rows
-//                 x DW_P columns of one channel. It reads X in place (any strides):
-//                 the (DW_R + 2) x (DW_P + 2) input window its outputs need goes into
-//                 a local array, zero where the window leaves X (the padding), then
-//                 the multiply-adds run with no bounds checks or branches: each window
-//                 row feeds up to 3 output rows. (No padded copy of X first: that
+//                 x DW_P columns of one channel, a row at a time. It reads X in place
+//                 (any strides): a tile whose input columns lie inside X reads X's rows
+//                 directly (rows outside X add nothing); a tile at a column border
+//                 first copies its (DW_R + 2) x (DW_P + 2) input window, zero outside X
+//                 (the padding), into a local array. (No padded copy of X first: that
 //                 moved as many bytes as the convolution itself, and took scratch.)
 //                 Grid: x = ceil(OH / DW_RSLOT) * ceil(OW / DW_P), y = C, z = N.
 // conv2d_dw3_bwd_w  the weight gradient: per channel and chunk of DW_RW output rows of
 //                 one image, the KH x KW sums of dY (unit-stride rows) * X over
-//                 DW_P-wide column tiles, X read in place through the same windows,
+//                 DW_P-wide column tiles, X read in place the same two ways,
 //                 into a float workspace [chunk][C][KH][KW] that conv2d_sum_chunks
 //                 (conv2d_tiled.metal) adds up. Grid: x = C, y = ceil(OH / DW_RW), z = N.
 // Host launchers: backend/kernels/conv2d_depthwise.cpp.
@@ -23,10 +23,11 @@
 using namespace metal;
 
 // conv2d_dw3: DW_R x 8 outputs per thread. Apple GPUs: 7 rows (7 divides the usual
-// CNN sizes, 224 / 2^k; 56 accumulators). The simulator: 28 rows, so that per-thread
-// costs (the weights, the window's borders) are spread over more outputs: 2.2x faster
-// there than 7. The grid counts rows in slots of DW_RSLOT, so the host need not know
-// DW_R: a thread whose slot does not start a tile returns at once.
+// CNN sizes, 224 / 2^k; a border tile's window is 9 x 10 floats of thread memory).
+// The simulator: 28 rows, spreading per-thread costs (the weights, a border tile's
+// window) over more outputs: 1.25x faster there than 7. The grid counts rows in slots
+// of DW_RSLOT, so the host need not know DW_R: a thread whose slot does not start a
+// tile returns at once.
 // conv2d_dw3_bwd_w: chunks of DW_RW rows, which measured best on the simulator (17%
 // faster than 28); its chunks are also its parallelism.
 #if defined(__METAL_VERSION__)
@@ -99,42 +100,42 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
       const long sh = p.flip ? p.KH - 1 - kh : kh, sw = p.flip ? p.KW - 1 - kw : kw;
       wk[kh][kw] = kh < p.KH && kw < p.KW ? float(w[c * p.w_s[0] + sh * p.w_s[2] + sw * p.w_s[3]]) : 0.0f;
     }
-  // The input window, zero outside X.
-  float win[DW_R + 2][DW_P + 2];
   const device T* xc = x + n * p.x_s[0] + c * p.x_s[1];
-  UNROLL for (int i = 0; i < DW_R + 2; ++i) load_window_row(win[i], xc, oh0 - p.pad_h + i, ow0 - p.pad_w, p);
-  float acc[DW_R][DW_P];
-  UNROLL for (int r = 0; r < DW_R; ++r)
-    UNROLL for (int j = 0; j < DW_P; ++j) acc[r][j] = 0.0f;
-  UNROLL for (int i = 0; i < DW_R + 2; ++i) {
-    UNROLL for (int kh = 0; kh < 3; ++kh) {
-      const int r = i - kh;  // the output row this window row feeds through tap kh
-      if (r < 0 || r >= DW_R) continue;
-      UNROLL for (int kw = 0; kw < 3; ++kw)
-        UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[r][j] += wk[kh][kw] * win[i][j + kw];
-    }
+  const long iw0 = ow0 - p.pad_w;
+  // Columns inside X: each output row reads X's rows directly (rows outside X add
+  // nothing). At a column border: through a local copy of the window with the
+  // padding's zeros, written whole before it is read (shifted reads of a just-written
+  // copy stall on store forwarding).
+  const bool inside = iw0 >= 0 && iw0 + DW_P + 2 <= p.W && p.x_s[3] == 1;
+  float win[DW_R + 2][DW_P + 2];
+  if (!inside) {
+    UNROLL for (int i = 0; i < DW_R + 2; ++i) load_window_row(win[i], xc, oh0 - p.pad_h + i, iw0, p);
   }
-
-  // Through a contiguous array before the masked stores (see conv2d_tiled_bwd_w).
-  float res[DW_R][DW_P];
-  UNROLL for (int r = 0; r < DW_R; ++r)
-    UNROLL for (int j = 0; j < DW_P; ++j) res[r][j] = acc[r][j];
   const float b = p.has_bias ? float(bias[c * p.b_s]) : 0.0f;
   device T* yc = y + n * p.y_s[0] + c * p.y_s[1];
   const long nr = min(long(DW_R), p.OH - oh0), nj = min(long(DW_P), p.OW - ow0);
-  if (nr == DW_R && nj == DW_P && p.y_s[3] == 1) {  // a whole tile in unit-stride rows
-    UNROLL for (int r = 0; r < DW_R; ++r) {
-      device T* yr = yc + (oh0 + r) * p.y_s[2] + ow0;
-      UNROLL for (int j = 0; j < DW_P; ++j) yr[j] = T(res[r][j] + b);
+  for (long r = 0; r < nr; ++r) {
+    float acc[DW_P];
+    UNROLL for (int j = 0; j < DW_P; ++j) acc[j] = 0.0f;
+    UNROLL for (int kh = 0; kh < 3; ++kh) {
+      if (inside) {
+        const long ih = oh0 + r + kh - p.pad_h;
+        if (ih < 0 || ih >= p.H) continue;
+        const device T* row = xc + ih * p.x_s[2] + iw0;
+        UNROLL for (int kw = 0; kw < 3; ++kw)
+          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * float(row[j + kw]);
+      } else {
+        const thread float* row = win[r + kh];
+        UNROLL for (int kw = 0; kw < 3; ++kw)
+          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * row[j + kw];
+      }
     }
-    return;
-  }
-  // A tile cut by the image's edge: masked stores, constant indices (res stays in
-  // registers).
-  UNROLL for (int r = 0; r < DW_R; ++r) {
     device T* yr = yc + (oh0 + r) * p.y_s[2] + ow0 * p.y_s[3];
-    UNROLL for (int j = 0; j < DW_P; ++j)
-      if (r < nr && j < nj) yr[j * p.y_s[3]] = T(res[r][j] + b);
+    if (nj == DW_P && p.y_s[3] == 1) {
+      UNROLL for (int j = 0; j < DW_P; ++j) yr[j] = T(acc[j] + b);
+    } else {  // the row's last tile, or strided rows
+      for (long j = 0; j < nj; ++j) yr[j * p.y_s[3]] = T(acc[j] + b);
+    }
   }
 }
 
@@ -162,11 +163,31 @@ kernel void conv2d_dw3_bwd_w(device float* partial [[buffer(0)]],
     UNROLL for (int r = 0; r < DW_RW; ++r)
       UNROLL for (int j = 0; j < DW_P; ++j)
         yv[r][j] = r < nr && j < nj ? float(yc[(oh0 + r) * p.y_s[2] + ow0 + j]) : 0.0f;
-    // Each input row of the window once, zero outside X; it meets dY row r = i - kh
-    // through tap kh.
+    // Each input row of the window once; it meets dY row r = i - kh through tap kh.
+    const long iw0 = ow0 - p.pad_w;
+    if (iw0 >= 0 && iw0 + DW_P + 2 <= p.W && p.x_s[3] == 1) {
+      // Columns inside X: read its rows directly (rows outside X add nothing). Not
+      // through a local copy: the shifted reads of a just-written copy stall on store
+      // forwarding.
+      UNROLL for (int i = 0; i < DW_RW + 2; ++i) {
+        const long ih = oh0 - p.pad_h + i;
+        if (ih < 0 || ih >= p.H) continue;
+        const device T* row = xc + ih * p.x_s[2] + iw0;
+        UNROLL for (int kh = 0; kh < 3; ++kh) {
+          const int r = i - kh;
+          if (r < 0 || r >= DW_RW) continue;
+          UNROLL for (int kw = 0; kw < 3; ++kw)
+            UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) part[kh][kw][j] += yv[r][j] * float(row[j + kw]);
+        }
+      }
+      continue;
+    }
+    // At a column border, through a local copy with the padding's zeros, written whole
+    // before it is read.
+    float wins[DW_RW + 2][DW_P + 2];
+    UNROLL for (int i = 0; i < DW_RW + 2; ++i) load_window_row(wins[i], xc, oh0 - p.pad_h + i, iw0, p);
     UNROLL for (int i = 0; i < DW_RW + 2; ++i) {
-      float win[DW_P + 2];
-      load_window_row(win, xc, oh0 - p.pad_h + i, ow0 - p.pad_w, p);
+      const thread float* win = wins[i];
       UNROLL for (int kh = 0; kh < 3; ++kh) {
         const int r = i - kh;
         if (r < 0 || r >= DW_RW) continue;
