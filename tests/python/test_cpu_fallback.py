@@ -216,3 +216,15 @@ def test_reduced_losses_match_cpu_without_resize_warnings(loss, recwarn):
     for reduction in ("mean", "sum", "none"):
         torch.testing.assert_close(fn(a.to("metalx"), b.to("metalx"), reduction=reduction).cpu(), fn(a, b, reduction=reduction))
     assert not [w for w in recwarn if "resized" in str(w.message)]
+
+
+def test_mode_with_out_tensors():
+    # torch.mode(..., out=) is a composite that refuses devices other than CPU/CUDA/XPU;
+    # metalx sends it to the CPU kernel and writes the given tensors.
+    x = torch.randint(0, 4, (5, 7)).float()
+    values, indices = torch.empty(0, device="metalx"), torch.empty(0, dtype=torch.long, device="metalx")
+    r = torch.mode(x.to("metalx"), 1, out=(values, indices))
+    assert r.values is values and r.indices is indices
+    ref = torch.mode(x, 1)
+    torch.testing.assert_close(values.cpu(), ref.values, rtol=0, atol=0)
+    torch.testing.assert_close(indices.cpu(), ref.indices, rtol=0, atol=0)
