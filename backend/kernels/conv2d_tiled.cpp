@@ -42,8 +42,11 @@ TiledInput tiledInputOf(const Conv2dGeometry& g, const ConvOperand& x) {
   const int64_t rows_needed = (g.OH - 1) * g.stride[0] + (g.KH - 1) * g.dilation[0] + 1;
   const int64_t cols_needed = (g.OW - 1) * g.stride[1] + (g.KW - 1) * g.dilation[1] + 1;
   // In place: no padding, unit-stride rows, and a line as long as any build's tile
-  // (the last inputs a tile reads are then the last the convolution reads).
-  const bool flat_in_place = g.stride[0] == 1 && flatLineLength(g, x.strides[2]) >= kConvTilePMax;
+  // (the last inputs a tile reads are then the last the convolution reads). A flat line
+  // also needs rows that do not overlap (a row stride of at least W): its positions
+  // q = oh * pitch + ow must be distinct outputs.
+  const bool flat_in_place =
+      g.stride[0] == 1 && x.strides[2] >= g.W && flatLineLength(g, x.strides[2]) >= kConvTilePMax;
   const bool rows_in_place = g.stride[0] != 1 && g.OW >= kConvTilePMax;
   t.copy = g.pad[0] != 0 || g.pad[1] != 0 || g.stride[1] != 1 || x.strides[3] != 1 || rows_needed > g.H ||
            cols_needed > g.W || !(flat_in_place || rows_in_place);

@@ -140,3 +140,15 @@ def test_other_isa_builds_match_cpu(isa):
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-k", "not other_isa_builds", __file__],
                        env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_overlapping_input_rows_match_cpu(k):
+    """X whose rows overlap (row stride 5 < width 12): the tiled kernel must not read
+    it as one flat line of distinct positions."""
+    base = torch.randn(2 * 8 * 40 + 64, generator=torch.Generator().manual_seed(k))
+    shape, strides = (2, 8, 10, 12), (8 * 40, 40, 5, 1)
+    w = torch.randn(8, 8, k, k, generator=torch.Generator().manual_seed(10 + k))
+    out = F.conv2d(base.to("metalx").as_strided(shape, strides), w.to("metalx"))
+    torch.testing.assert_close(out.cpu(), F.conv2d(base.as_strided(shape, strides), w), **tol(torch.float32))
+
