@@ -187,6 +187,16 @@ def test_new_results_need_no_copy_to_the_device():
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mish_gradient_matches_cpu_in_half_precision(dtype):
+    # mish_backward's decomposition computes in the input's precision; CPU's kernel in
+    # float: metalx runs CPU's, so the gradients are CPU's exactly.
+    x = (torch.randn(64) * 3).to(dtype)
+    go = torch.randn(64).to(dtype)
+    d = torch.ops.aten.mish_backward(go.to("metalx"), x.to("metalx"))
+    torch.testing.assert_close(d.cpu(), torch.ops.aten.mish_backward(go, x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_ops_with_composite_kernels_run_cpus_kernels(dtype):
     # layer_norm, group_norm and addr have decompositions torch would otherwise use for
     # metalx, computing in half precision; metalx sends them to CPU's float-accumulating
