@@ -5,14 +5,17 @@
 // conv2d_dw3      Y[n, c] = X[n, c] (*) W[c] (+ bias), or with `flip` the input
 //                 gradient: dX[n, c] = dY[n, c] (*) flipped W[c] (a stride-1 depthwise
 //                 convolution's input gradient is the convolution of dY with the
-//                 flipped kernel and padding K - 1 - pad). A thread computes DW_R rows
-//                 x DW_P columns of one channel, a row at a time. It reads X in place
-//                 (any strides): a tile whose input columns lie inside X reads X's rows
-//                 directly (rows outside X add nothing); a tile at a column border
-//                 first copies its (DW_R + 2) x (DW_P + 2) input window, zero outside X
-//                 (the padding), into a local array. (No padded copy of X first: that
-//                 moved as many bytes as the convolution itself, and took scratch.)
-//                 Grid: x = ceil(OH / DW_RSLOT) * ceil(OW / DW_P), y = C, z = N.
+//                 flipped kernel and padding K - 1 - pad). A thread computes p.rows
+//                 rows x DW_P columns of one channel, a row at a time (the host picks
+//                 p.rows per device: few heavy threads suit the simulator, many light
+//                 ones a GPU). It reads X in place (any strides): a tile whose input
+//                 columns lie inside X reads X's rows directly (rows outside X add
+//                 nothing); a tile at a column border reads through a ring of 4 local
+//                 window rows, zero outside X (the padding), each filled a row ahead
+//                 of its first use (a just-written row read back shifted stalls on
+//                 store forwarding). (No padded copy of X first: that moved as many
+//                 bytes as the convolution itself, and took scratch.)
+//                 Grid: x = ceil(OH / p.rows) * ceil(OW / DW_P), y = C, z = N.
 // conv2d_dw3_bwd_w  the weight gradient: per channel and chunk of DW_RW output rows of
 //                 one image, the KH x KW sums of dY (unit-stride rows) * X over
 //                 DW_P-wide column tiles, X read in place the same two ways,
@@ -22,20 +25,8 @@
 #include <metal_stdlib>
 using namespace metal;
 
-// conv2d_dw3: DW_R x 8 outputs per thread. Apple GPUs: 7 rows (7 divides the usual
-// CNN sizes, 224 / 2^k; a border tile's window is 9 x 10 floats of thread memory).
-// The simulator: 28 rows, spreading per-thread costs (the weights, a border tile's
-// window) over more outputs: 1.25x faster there than 7. The grid counts rows in slots
-// of DW_RSLOT, so the host need not know DW_R: a thread whose slot does not start a
-// tile returns at once.
 // conv2d_dw3_bwd_w: chunks of DW_RW rows, which measured best on the simulator (17%
 // faster than 28); its chunks are also its parallelism.
-#if defined(__METAL_VERSION__)
-#define DW_R 7
-#else
-#define DW_R 28
-#endif
-#define DW_RSLOT 7
 #define DW_RW 7
 #define DW_P 8
 // See conv2d_tiled.metal (UNROLL_POSITIONS there).
@@ -55,6 +46,7 @@ struct Conv2dDwParams {
   long y_s[4], w_s[4];
   long b_s, has_bias, flip;
   long H, W, pad_h, pad_w;  // X as given, and its padding
+  long rows;                // conv2d_dw3: output rows per thread
   long x_s[4];
 };
 
@@ -94,11 +86,10 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
                        constant Conv2dDwParams& p [[buffer(4)]],
                        uint3 gid [[thread_position_in_grid]]) {
   const long tiles_w = (p.OW + DW_P - 1) / DW_P;
-  if (long(gid.x) >= ((p.OH + DW_RSLOT - 1) / DW_RSLOT) * tiles_w) return;
-  const long row_slot = gid.x / tiles_w;
-  if (row_slot % (DW_R / DW_RSLOT) != 0) return;
-  const long oh0 = row_slot * DW_RSLOT;
-  const long ow0 = (gid.x - row_slot * tiles_w) * DW_P;
+  if (long(gid.x) >= ((p.OH + p.rows - 1) / p.rows) * tiles_w) return;
+  const long row_tile = gid.x / tiles_w;
+  const long oh0 = row_tile * p.rows;
+  const long ow0 = (gid.x - row_tile * tiles_w) * DW_P;
   const long c = gid.y, n = gid.z;
 
   float wk[3][3];
@@ -114,17 +105,18 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
   // padding's zeros, written whole before it is read (shifted reads of a just-written
   // copy stall on store forwarding).
   const bool inside = iw0 >= 0 && iw0 + DW_P + 2 <= p.W && p.x_s[3] == 1;
-  float win[DW_R + 2][DW_P + 2];
-  if (!inside) {
-    UNROLL for (int i = 0; i < DW_R + 2; ++i) load_window_row(win[i], xc, oh0 - p.pad_h + i, iw0, p);
-  }
   const float b = p.has_bias ? float(bias[c * p.b_s]) : 0.0f;
   device T* yc = y + n * p.y_s[0] + c * p.y_s[1];
-  const long nr = min(long(DW_R), p.OH - oh0), nj = min(long(DW_P), p.OW - ow0);
+  const long nr = min(p.rows, p.OH - oh0), nj = min(long(DW_P), p.OW - ow0);
   // Parameters the loop uses, read once (the host compiler cannot tell that the
   // stores to Y leave them unchanged).
   const long H = p.H, xs2 = p.x_s[2], ys2 = p.y_s[2], ys3 = p.y_s[3];
   const bool whole_rows = nj == DW_P && ys3 == 1;
+  // At a column border: window rows r .. r + 3 in ring[(r + i) % 4].
+  float ring[4][DW_P + 2];
+  if (!inside) {
+    UNROLL for (int i = 0; i < 4; ++i) load_window_row(ring[i], xc, oh0 - p.pad_h + i, iw0, p);
+  }
   for (long r = 0; r < nr; ++r) {
     const long ih = oh0 + r - p.pad_h;  // the input row of tap kh = 0
     float acc[DW_P];
@@ -134,19 +126,21 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
       UNROLL for (int kh = 0; kh < 3; ++kh)
         UNROLL for (int kw = 0; kw < 3; ++kw)
           UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * float(row[kh * xs2 + j + kw]);
+    } else if (inside) {
+      UNROLL for (int kh = 0; kh < 3; ++kh) {
+        if (ih + kh < 0 || ih + kh >= H) continue;
+        const device T* row = xc + (ih + kh) * xs2 + iw0;
+        UNROLL for (int kw = 0; kw < 3; ++kw)
+          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * float(row[j + kw]);
+      }
     } else {
       UNROLL for (int kh = 0; kh < 3; ++kh) {
-        if (inside) {
-          if (ih + kh < 0 || ih + kh >= H) continue;
-          const device T* row = xc + (ih + kh) * xs2 + iw0;
-          UNROLL for (int kw = 0; kw < 3; ++kw)
-            UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * float(row[j + kw]);
-        } else {
-          const thread float* row = win[r + kh];
-          UNROLL for (int kw = 0; kw < 3; ++kw)
-            UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * row[j + kw];
-        }
+        const thread float* row = ring[(r + kh) % 4];
+        UNROLL for (int kw = 0; kw < 3; ++kw)
+          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * row[j + kw];
       }
+      // Row r's slot now takes window row r + 4, a row before it is first read.
+      load_window_row(ring[r % 4], xc, ih + 4, iw0, p);
     }
     device T* yr = yc + (oh0 + r) * ys2 + ow0 * ys3;
     if (whole_rows) {

@@ -63,8 +63,9 @@ struct Conv2dDwParams {
   int64_t y_s[4], w_s[4];
   int64_t b_s, has_bias, flip;
   int64_t H, W, pad_h, pad_w;
+  int64_t rows;
   int64_t x_s[4];
 };
-static_assert(sizeof(Conv2dDwParams) == 25 * 8, "Conv2dDwParams must match the Metal struct");
+static_assert(sizeof(Conv2dDwParams) == 26 * 8, "Conv2dDwParams must match the Metal struct");
 
 }  // namespace metalx::kernels

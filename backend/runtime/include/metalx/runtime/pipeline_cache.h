@@ -23,6 +23,9 @@ class PipelineCache {
   // A library compiled from `source`, reused for the same source and options.
   LibraryPtr compile(const std::string& source, const CompileOptions& options = {});
 
+  // The device the pipelines are for (launchers size their work by its info()).
+  Device& device() const { return device_; }
+
   void clear();
   CacheStats pipelineStats() const { return pipelines_.stats(); }
   CacheStats libraryStats() const { return libraries_.stats(); }
