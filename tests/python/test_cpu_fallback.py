@@ -186,14 +186,15 @@ def test_new_results_need_no_copy_to_the_device():
 
 
 
+@pytest.mark.parametrize("op", ["mish_backward", "silu_backward"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_mish_gradient_matches_cpu_in_half_precision(dtype):
-    # mish_backward's decomposition computes in the input's precision; CPU's kernel in
-    # float: metalx runs CPU's, so the gradients are CPU's exactly.
-    x = (torch.randn(64) * 3).to(dtype)
-    go = torch.randn(64).to(dtype)
-    d = torch.ops.aten.mish_backward(go.to("metalx"), x.to("metalx"))
-    torch.testing.assert_close(d.cpu(), torch.ops.aten.mish_backward(go, x), rtol=0, atol=0)
+def test_activation_gradients_match_cpu_in_half_precision(op, dtype):
+    # These backward ops' decompositions compute in the input's precision; CPU's kernels
+    # in float: metalx runs CPU's, so the gradients are CPU's exactly.
+    x = (torch.randn(256) * 3).to(dtype)
+    go = torch.randn(256).to(dtype)
+    fn = getattr(torch.ops.aten, op)
+    torch.testing.assert_close(fn(go.to("metalx"), x.to("metalx")).cpu(), fn(go, x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
