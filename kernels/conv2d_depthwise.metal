@@ -11,15 +11,16 @@
 //                 ones a GPU). It reads X in place (any strides): a tile whose input
 //                 columns lie inside X reads X's rows directly (rows outside X add
 //                 nothing); a tile at a column border reads through a ring of 4 local
-//                 window rows, zero outside X (the padding), each filled a row ahead
-//                 of its first use (a just-written row read back shifted stalls on
-//                 store forwarding). (No padded copy of X first: that moved as many
+//                 window rows, zero outside X (the padding), each filled ahead of its
+//                 first use (a just-written row read back shifted stalls on store
+//                 forwarding). (No padded copy of X first: that moved as many
 //                 bytes as the convolution itself, and took scratch.)
 //                 Grid: x = ceil(OH / p.rows) * ceil(OW / DW_P), y = C, z = N.
 // conv2d_dw3_bwd_w  the weight gradient: per channel and chunk of DW_RW output rows of
 //                 one image, the KH x KW sums of dY (unit-stride rows) * X over
-//                 DW_P-wide column tiles, X read in place the same two ways,
-//                 into a float workspace [chunk][C][KH][KW] that conv2d_sum_chunks
+//                 DW_P-wide column tiles, X read in place (directly inside X; at a
+//                 column border through the chunk's whole window, copied before it is
+//                 read), into a float workspace [chunk][C][KH][KW] that conv2d_sum_chunks
 //                 (conv2d_tiled.metal) adds up. Grid: x = C, y = ceil(OH / DW_RW), z = N.
 // Host launchers: backend/kernels/conv2d_depthwise.cpp.
 #include <metal_stdlib>
@@ -101,9 +102,7 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
   const device T* xc = x + n * p.x_s[0] + c * p.x_s[1];
   const long iw0 = ow0 - p.pad_w;
   // Columns inside X: each output row reads X's rows directly (rows outside X add
-  // nothing). At a column border: through a local copy of the window with the
-  // padding's zeros, written whole before it is read (shifted reads of a just-written
-  // copy stall on store forwarding).
+  // nothing). At a column border: through the ring below.
   const bool inside = iw0 >= 0 && iw0 + DW_P + 2 <= p.W && p.x_s[3] == 1;
   const float b = p.has_bias ? float(bias[c * p.b_s]) : 0.0f;
   device T* yc = y + n * p.y_s[0] + c * p.y_s[1];
@@ -112,7 +111,9 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
   // stores to Y leave them unchanged).
   const long H = p.H, xs2 = p.x_s[2], ys2 = p.y_s[2], ys3 = p.y_s[3];
   const bool whole_rows = nj == DW_P && ys3 == 1;
-  // At a column border: window rows r .. r + 3 in ring[(r + i) % 4].
+  // At a column border: window row i (zero outside X) in ring[i % 4], loaded two
+  // iterations before its first read (shifted reads of a just-written row stall on
+  // store forwarding).
   float ring[4][DW_P + 2];
   if (!inside) {
     UNROLL for (int i = 0; i < 4; ++i) load_window_row(ring[i], xc, oh0 - p.pad_h + i, iw0, p);
@@ -139,7 +140,7 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
         UNROLL for (int kw = 0; kw < 3; ++kw)
           UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * row[j + kw];
       }
-      // Row r's slot now takes window row r + 4, a row before it is first read.
+      // Row r's slot now takes window row r + 4 (first read at iteration r + 2).
       load_window_row(ring[r % 4], xc, ih + 4, iw0, p);
     }
     device T* yr = yc + (oh0 + r) * ys2 + ow0 * ys3;
