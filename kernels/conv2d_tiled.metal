@@ -14,12 +14,12 @@
 //   Each thread accumulates TILE_C output channels x TILE_P consecutive output
 //   positions in registers: per input channel and tap, TILE_P inputs and TILE_C
 //   weights feed TILE_C * TILE_P multiply-adds. Positions run along one of two lines:
-//   * flat (p.pitch > 0, unit vertical stride): the whole image, q = oh * pitch + ow
-//     with pitch = X's row stride, so that a tile's inputs for one tap are TILE_P
+//   * flat (p.flat, unit vertical stride): the whole image, q = oh * pitch + ow with
+//     pitch = X's row stride x_s[2], so that a tile's inputs for one tap are TILE_P
 //     consecutive elements of X even across rows; the positions ow >= OW between rows
 //     are computed from neighbouring rows' inputs and not stored. Small images then
 //     fill whole tiles (14 x 14 outputs waste 2 of every 16 positions, not 18 of 32);
-//   * rows (p.pitch == 0): one output row per line, any vertical stride.
+//   * rows (!p.flat): one output row per line, any vertical stride.
 //   A line's last tile ends at the line's end (overlapping the one before it and
 //   recomputing the shared outputs identically); a line shorter than a tile reads past
 //   it (the launcher leaves room) and drops the extra outputs.
@@ -48,7 +48,7 @@ struct Conv2dTiledParams {
   long y_s[4];               // strides of Y (n, c, h, w)
   long b_s;                  // stride of the bias
   long has_bias;
-  long pitch;                // flat lines: X's row stride (= x_s[2]); 0: one line per row
+  long flat;                 // 1: a line per image, rows x_s[2] apart; 0: a line per output row
 };
 
 #define TILE_C 8  // also in conv2d_layout.metal
@@ -93,8 +93,9 @@ kernel void conv2d_tiled(device T* y [[buffer(0)]],
                          uint3 gid [[thread_position_in_grid]]) {
   const long slots_per_tile = TILE_P / TILE_SLOT;
   long line_len, q0, x_off, y_off;
-  if (p.pitch > 0) {
-    line_len = (p.OH - 1) * p.pitch + p.OW;
+  const long pitch = p.x_s[2];
+  if (p.flat) {
+    line_len = (p.OH - 1) * pitch + p.OW;
     q0 = long(gid.x) * TILE_SLOT;
     if (q0 >= line_len || gid.x % slots_per_tile != 0) return;
     if (q0 + TILE_P > line_len && line_len >= TILE_P) q0 = line_len - TILE_P;
@@ -146,8 +147,8 @@ kernel void conv2d_tiled(device T* y [[buffer(0)]],
   bool keep[TILE_P];
   UNROLL for (int j = 0; j < TILE_P; ++j) {
     const long q = q0 + j;
-    if (p.pitch > 0) {
-      const long oh = q / p.pitch, ow = q - (q / p.pitch) * p.pitch;
+    if (p.flat) {
+      const long oh = q / pitch, ow = q - (q / pitch) * pitch;
       keep[j] = q < line_len && ow < p.OW;
       y_at[j] = oh * p.y_s[2] + ow * p.y_s[3];
     } else {

@@ -14,8 +14,7 @@ using rt::ErrorKind;
 using namespace conv2d_util;
 
 Conv2dParams paramsFor(const Conv2dGeometry& g) {
-  rt::check(g.groups > 0 && g.Cx % g.groups == 0 && g.Cy % g.groups == 0, ErrorKind::Validation,
-            "conv2d: groups must divide both channel counts");
+  checkGroups(g);
   rt::check(g.stride[0] > 0 && g.stride[1] > 0 && g.dilation[0] > 0 && g.dilation[1] > 0,
             ErrorKind::Validation, "conv2d: stride and dilation must be positive");
   Conv2dParams p{};

@@ -12,6 +12,10 @@ std::string typeName(DType dtype) {
   return kernelTypeName(dtype);
 }
 
+void checkGroups(const Conv2dGeometry& g) {
+  rt::check(groupsDivideChannels(g), rt::ErrorKind::Validation, "conv2d: groups must divide both channel counts");
+}
+
 void dispatch(rt::ComputeEncoder& e, int64_t x, int64_t y, int64_t z) {
   constexpr int64_t kMaxGrid = 0xffffffffll;
   rt::check(x <= kMaxGrid && y <= kMaxGrid && z <= kMaxGrid, rt::ErrorKind::Validation,

@@ -12,6 +12,13 @@ namespace metalx::kernels::conv2d_util {
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether `g`'s groups are positive and divide both channel counts; checkGroups makes it
+// a validation error.
+inline bool groupsDivideChannels(const Conv2dGeometry& g) {
+  return g.groups > 0 && g.Cx % g.groups == 0 && g.Cy % g.groups == 0;
+}
+void checkGroups(const Conv2dGeometry& g);
+
 // Scratch regions start on this boundary (any buffer offset is then aligned enough).
 constexpr size_t kRegionAlign = 256;
 inline size_t alignUp(size_t v) { return (v + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }

@@ -13,11 +13,6 @@ namespace {
 using rt::ErrorKind;
 using namespace conv2d_util;
 
-void checkGroups(const Conv2dGeometry& g) {
-  rt::check(g.groups > 0 && g.Cx % g.groups == 0 && g.Cy % g.groups == 0, ErrorKind::Validation,
-            "conv2d: groups must divide both channel counts");
-}
-
 int64_t tilesPerGroup(const Conv2dGeometry& g) { return ceilDiv(g.Cy / g.groups, kConvTileC); }
 
 // How conv2d_tiled reads X for the forward of `g`: in place, or from a dense NCHW copy
@@ -29,8 +24,7 @@ struct TiledInput {
   Conv2dPadParams pad{};  // when copying
   int64_t H = 0, W = 0, stride_h = 1;
   int64_t x_s[3] = {0, 0, 0};
-  int64_t pitch = 0;      // conv2d_tiled's p.pitch
-  size_t copy_elements = 0;
+  bool flat() const { return stride_h == 1; }  // lines along the image, rows x_s[2] apart
 };
 
 // Positions on the flat line of one output image whose rows lie `pitch` apart in X
@@ -55,7 +49,6 @@ TiledInput tiledInputOf(const Conv2dGeometry& g, const ConvOperand& x) {
     t.W = g.W;
     t.stride_h = g.stride[0];
     std::copy(x.strides, x.strides + 3, t.x_s);
-    t.pitch = t.stride_h == 1 ? t.x_s[2] : 0;
     return t;
   }
   Conv2dPadParams& p = t.pad;
@@ -77,8 +70,6 @@ TiledInput tiledInputOf(const Conv2dGeometry& g, const ConvOperand& x) {
   t.x_s[0] = g.Cx * p.Hp * p.Wp;
   t.x_s[1] = p.Hp * p.Wp;
   t.x_s[2] = p.Wp;
-  t.pitch = t.stride_h == 1 ? p.Wp : 0;
-  t.copy_elements = static_cast<size_t>(g.N * g.Cx * p.Hp * p.Wp + kConvTilePMax);
   return t;
 }
 
@@ -136,7 +127,7 @@ void encodeConv2dPackWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipe
 }
 
 bool conv2dTiledForwardApplies(const Conv2dGeometry& g) {
-  if (g.groups <= 0 || g.Cx % g.groups != 0 || g.Cy % g.groups != 0) return false;
+  if (!groupsDivideChannels(g)) return false;
   if (g.Cx / g.groups < 2 || g.KH < 1 || g.KW < 1) return false;
   return g.stride[1] == 1 || g.KW == 1;
 }
@@ -165,7 +156,8 @@ std::optional<Conv2dGeometry> conv2dInputGradAsForward(const Conv2dGeometry& g) 
 size_t conv2dTiledForwardScratchBytes(DType dtype, const Conv2dGeometry& g, const ConvOperand& x) {
   const TiledInput t = tiledInputOf(g, x);
   if (!t.copy) return 0;
-  return alignUp(t.copy_elements * elementSize(dtype));
+  // The copy, and room after it for a last line shorter than a tile.
+  return alignUp(static_cast<size_t>(g.N * g.Cx * t.pad.Hp * t.pad.Wp + kConvTilePMax) * elementSize(dtype));
 }
 
 void encodeConv2dTiledForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
@@ -194,17 +186,17 @@ void encodeConv2dTiledForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pi
   std::copy(y.strides, y.strides + 4, p.y_s);
   p.has_bias = bias != nullptr;
   p.b_s = bias ? bias->strides[0] : 0;
-  p.pitch = t.pitch;
+  p.flat = t.flat();
   encoder.setComputePipeline(pipelines.builtin("conv2d_tiled_" + typeName(dtype)));
   bindForwardOperands(encoder, y, xin, packed_w, bias);
   encoder.setBytes(&p, sizeof p, 4);
-  const int64_t slots = t.pitch > 0 ? ceilDiv(flatLineLength(g, t.pitch), kConvTileSlot)
+  const int64_t slots = t.flat() ? ceilDiv(flatLineLength(g, t.x_s[2]), kConvTileSlot)
                                     : g.OH * ceilDiv(g.OW, kConvTileSlot);
   dispatch(encoder, slots, g.groups * p.tiles_g, g.N);
 }
 
 bool conv2dTiledBackwardWeightApplies(const Conv2dGeometry& g) {
-  if (g.groups <= 0 || g.Cx % g.groups != 0 || g.Cy % g.groups != 0) return false;
+  if (!groupsDivideChannels(g)) return false;
   return g.Cx / g.groups >= kConvTileC && g.Cy / g.groups >= kConvTileC && g.KH >= 1 && g.KW >= 1;
 }
 

@@ -17,7 +17,7 @@ struct Conv2dTiledParams {
   int64_t y_s[4];
   int64_t b_s;
   int64_t has_bias;
-  int64_t pitch;  // flat lines: X's row stride; 0: one line per output row
+  int64_t flat;  // 1: a line per image, rows x_s[2] apart; 0: a line per output row
 };
 static_assert(sizeof(Conv2dTiledParams) == 25 * 8, "Conv2dTiledParams must match the Metal struct");
 
