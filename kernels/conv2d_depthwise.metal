@@ -79,6 +79,21 @@ inline void load_window_row(thread float* win, const device T* xc, long ih, long
   }
 }
 
+// The multiply-adds of one input row of a window, `row` pointing at its first column
+// (X itself, or a local copy): acc[j] += sum over kw of wk[kw] * row[j + kw] (forward),
+// and part[kw][j] += yv[j] * row[j + kw] (weight gradient).
+template <typename Row>
+inline void add_row_taps(thread float* acc, const thread float* wk, Row row) {
+  UNROLL for (int kw = 0; kw < 3; ++kw)
+    UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kw] * float(row[j + kw]);
+}
+
+template <typename Row>
+inline void add_row_products(thread float (*part)[DW_P], const thread float* yv, Row row) {
+  UNROLL for (int kw = 0; kw < 3; ++kw)
+    UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) part[kw][j] += yv[j] * float(row[j + kw]);
+}
+
 template <typename T>
 kernel void conv2d_dw3(device T* y [[buffer(0)]],
                        const device T* x [[buffer(1)]],
@@ -124,22 +139,12 @@ kernel void conv2d_dw3(device T* y [[buffer(0)]],
     UNROLL for (int j = 0; j < DW_P; ++j) acc[j] = 0.0f;
     if (inside && ih >= 0 && ih + 2 < H) {  // all three rows inside X: no tests
       const device T* row = xc + ih * xs2 + iw0;
-      UNROLL for (int kh = 0; kh < 3; ++kh)
-        UNROLL for (int kw = 0; kw < 3; ++kw)
-          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * float(row[kh * xs2 + j + kw]);
+      UNROLL for (int kh = 0; kh < 3; ++kh) add_row_taps(acc, wk[kh], row + kh * xs2);
     } else if (inside) {
-      UNROLL for (int kh = 0; kh < 3; ++kh) {
-        if (ih + kh < 0 || ih + kh >= H) continue;
-        const device T* row = xc + (ih + kh) * xs2 + iw0;
-        UNROLL for (int kw = 0; kw < 3; ++kw)
-          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * float(row[j + kw]);
-      }
+      UNROLL for (int kh = 0; kh < 3; ++kh)
+        if (ih + kh >= 0 && ih + kh < H) add_row_taps(acc, wk[kh], xc + (ih + kh) * xs2 + iw0);
     } else {
-      UNROLL for (int kh = 0; kh < 3; ++kh) {
-        const thread float* row = ring[(r + kh) % 4];
-        UNROLL for (int kw = 0; kw < 3; ++kw)
-          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) acc[j] += wk[kh][kw] * row[j + kw];
-      }
+      UNROLL for (int kh = 0; kh < 3; ++kh) add_row_taps(acc, wk[kh], ring[(r + kh) % 4]);
       // Row r's slot now takes window row r + 4 (first read at iteration r + 2).
       load_window_row(ring[r % 4], xc, ih + 4, iw0, p);
     }
@@ -186,12 +191,8 @@ kernel void conv2d_dw3_bwd_w(device float* partial [[buffer(0)]],
         const long ih = oh0 - p.pad_h + i;
         if (ih < 0 || ih >= p.H) continue;
         const device T* row = xc + ih * p.x_s[2] + iw0;
-        UNROLL for (int kh = 0; kh < 3; ++kh) {
-          const int r = i - kh;
-          if (r < 0 || r >= DW_RW) continue;
-          UNROLL for (int kw = 0; kw < 3; ++kw)
-            UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) part[kh][kw][j] += yv[r][j] * float(row[j + kw]);
-        }
+        UNROLL for (int kh = 0; kh < 3; ++kh)
+          if (i - kh >= 0 && i - kh < DW_RW) add_row_products(part[kh], yv[i - kh], row);
       }
       continue;
     }
@@ -200,13 +201,8 @@ kernel void conv2d_dw3_bwd_w(device float* partial [[buffer(0)]],
     float wins[DW_RW + 2][DW_P + 2];
     UNROLL for (int i = 0; i < DW_RW + 2; ++i) load_window_row(wins[i], xc, oh0 - p.pad_h + i, iw0, p);
     UNROLL for (int i = 0; i < DW_RW + 2; ++i) {
-      const thread float* win = wins[i];
-      UNROLL for (int kh = 0; kh < 3; ++kh) {
-        const int r = i - kh;
-        if (r < 0 || r >= DW_RW) continue;
-        UNROLL for (int kw = 0; kw < 3; ++kw)
-          UNROLL_COLUMNS for (int j = 0; j < DW_P; ++j) part[kh][kw][j] += yv[r][j] * win[j + kw];
-      }
+      UNROLL for (int kh = 0; kh < 3; ++kh)
+        if (i - kh >= 0 && i - kh < DW_RW) add_row_products(part[kh], yv[i - kh], wins[i]);
     }
   }
   // [chunk][C][KH][KW], chunk = n * ceil(OH / DW_RW) + gid.y.
