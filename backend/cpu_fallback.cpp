@@ -330,13 +330,9 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 //   torch.uint8 is now deprecated" twice per mask where CPU and CUDA warn once.
 // - mode.values (torch.mode(x, out=...)): its composite refuses every device but CPU,
 //   CUDA and XPU ("mode only supports CPU, CUDA and XPU device type").
-// - mish_backward, silu_backward: their CompositeImplicitAutograd decompositions compute
-//   in the input's precision; CPU's kernels compute bfloat16/half in float (gradients
-//   differed by one to several bfloat16 ulps).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_", "mse_loss",
-                         "smooth_l1_loss", "index.Tensor", "mode.values", "mish_backward",
-                         "silu_backward"})
+                         "smooth_l1_loss", "index.Tensor", "mode.values"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

@@ -1,5 +1,5 @@
 // 2-D convolution, the other two directions (geometry and strides: see
-// conv2d_forward.metal; Conv2dParams is mirrored by backend/kernels/conv2d_params.h).
+// conv2d_forward.metal; Conv2dParams is mirrored by backend/ops/conv2d/conv2d_params.h).
 //
 // conv2d_bwd_x    X = conv_transpose(Y, W) (+ bias): a convolution's input gradient and
 //                 a transposed convolution's forward, as a gather (each X element sums

@@ -22,7 +22,7 @@
 //                 column border through the chunk's whole window, copied before it is
 //                 read), into a float workspace [chunk][C][KH][KW] that conv2d_sum_chunks
 //                 (conv2d_tiled.metal) adds up. Grid: x = C, y = ceil(OH / DW_RW), z = N.
-// Host launchers: backend/kernels/conv2d_depthwise.cpp.
+// Host launchers: backend/ops/conv2d/conv2d_depthwise.cpp.
 #include <metal_stdlib>
 using namespace metal;
 
@@ -39,7 +39,7 @@ using namespace metal;
 #define UNROLL_COLUMNS _Pragma("GCC unroll 1")
 #endif
 
-// Mirrored by backend/kernels/conv2d_tiled_params.h.
+// Mirrored by backend/ops/conv2d/conv2d_tiled_params.h.
 struct Conv2dDwParams {
   long N, C;
   long OH, OW;            // output

@@ -1,6 +1,6 @@
 // 2-D convolution, forward direction: Y = conv(X, W) (+ bias).
 //
-// Geometry (mirrored by backend/kernels/conv2d_params.h): the "regular" convolution
+// Geometry (mirrored by backend/ops/conv2d/conv2d_params.h): the "regular" convolution
 //   X [N, Cx, H, W]  --W [Cy, Cx/groups, KH, KW]-->  Y [N, Cy, OH, OW]
 // with stride, padding and dilation per spatial dim. Every tensor is addressed through
 // its own four strides (in elements) from the bound buffer offset, so NCHW,
@@ -13,7 +13,7 @@
 // with contiguous loads when the row is unit-stride and the tile is inside it): the PB inputs and OCB weights
 // loaded per tap feed OCB*PB multiply-adds. No threadgroup memory, no barriers.
 // Grid: x = OH * ceil(OW / PB) pixel tiles, y = groups * ceil(Cy_g / OCB) channel
-// tiles, z = N. Host launcher: backend/kernels/conv2d.cpp.
+// tiles, z = N. Host launcher: backend/ops/conv2d/conv2d.cpp.
 #include <metal_stdlib>
 using namespace metal;
 

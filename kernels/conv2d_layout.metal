@@ -14,13 +14,13 @@
 //                     zero outside X, for h < Hp, w < Wp; NCHW or, with `channels_last`,
 //                     NHWC. (sub > 1 subsamples the input of a strided 1x1 convolution.)
 //                     Grid: x = Hp, y = N * C (NCHW) or x = Wp, y = Hp, z = N (NHWC).
-// Host launchers: backend/kernels/conv2d_tiled.cpp.
+// Host launchers: backend/ops/conv2d/conv2d_tiled.cpp.
 #include <metal_stdlib>
 using namespace metal;
 
 #define TILE_C 8  // must match conv2d_tiled.metal
 
-// Mirrored by backend/kernels/conv2d_tiled_params.h.
+// Mirrored by backend/ops/conv2d/conv2d_tiled_params.h.
 struct Conv2dPackParams {
   long ca, cb, groups, tiles_g;  // channels per group in/out, TILE_C blocks per group
   long KH, KW;
@@ -57,7 +57,7 @@ kernel void conv2d_pack_weight(device float* wp [[buffer(0)]],
   }
 }
 
-// Mirrored by backend/kernels/conv2d_tiled_params.h.
+// Mirrored by backend/ops/conv2d/conv2d_tiled_params.h.
 struct Conv2dPadParams {
   long N, C, H, W;     // the source
   long x_s[4];

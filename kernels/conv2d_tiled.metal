@@ -33,11 +33,11 @@
 // conv2d_tiled_bwd_w  dW, from dY and a channels-last padded copy of X (below).
 // conv2d_sum_chunks   adds conv2d_tiled_bwd_w's partial sums into dW.
 // No threadgroup memory and no barriers: on the simulator the kernels run as plain
-// loops. Host launchers: backend/kernels/conv2d_tiled.cpp.
+// loops. Host launchers: backend/ops/conv2d/conv2d_tiled.cpp.
 #include <metal_stdlib>
 using namespace metal;
 
-// Mirrored by backend/kernels/conv2d_tiled_params.h.
+// Mirrored by backend/ops/conv2d/conv2d_tiled_params.h.
 struct Conv2dTiledParams {
   long N, Cx, H, W;          // X as the kernel reads it (padded: H, W include the pad)
   long Cy, OH, OW;

@@ -11,7 +11,7 @@
 //                             result). Also used for S == D when a flag is set.
 // dtype names: the MSL scalar name where MSL has the type (bool uchar char short int
 // long half bfloat float), the torch name where it has none (float64 complex64
-// complex128). Host launcher: backend/kernels/strided_copy.cpp.
+// complex128). Host launcher: backend/ops/copy/strided_copy.cpp.
 //
 // float64 never touches `double` (Metal has none): float64 values are their 64-bit
 // patterns (ulong) and every conversion to or from them is integer arithmetic with
@@ -30,7 +30,7 @@
 #include <metal_stdlib>
 using namespace metal;
 
-// ---- parameters (mirrored by backend/kernels/strided_copy_params.h) ----
+// ---- parameters (mirrored by backend/ops/copy/strided_copy_params.h) ----
 
 // Macros rather than program-scope `constant` variables: plain literals everywhere.
 #define COPY_NEGATE 1u     // result = -value (the tensor's neg bit)

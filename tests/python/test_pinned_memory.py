@@ -1,4 +1,4 @@
-"""Pinned host memory and non_blocking copies (backend/pinned_memory.*, ops_copy.cpp).
+"""Pinned host memory and non_blocking copies (backend/pinned_memory.*, ops/copy.cpp).
 
 The guarantees under test: pinned memory is what torch's pinning APIs return and
 report; a non_blocking copy to or from pinned memory is asynchronous yet never lets

@@ -1,5 +1,5 @@
 """nn.LSTM / nn.GRU and their cells on metalx (the fused cell ops ATen sends device
-tensors to: backend/ops_rnn_cells.cpp), forward and every gradient against CPU."""
+tensors to: backend/ops/rnn_cells.cpp), forward and every gradient against CPU."""
 
 import copy
 

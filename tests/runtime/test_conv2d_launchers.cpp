@@ -1,4 +1,4 @@
-// The fast convolution launchers (backend/kernels/conv2d_tiled.h, conv2d_depthwise.h)
+// The fast convolution launchers (backend/ops/conv2d/conv2d_tiled.h, conv2d_depthwise.h)
 // without torch: which geometries each path takes, the row chunks of the weight
 // gradient, the input gradient as a forward, and the kernels' results against a
 // double-precision host reference, with scratch and outputs at buffer offsets and

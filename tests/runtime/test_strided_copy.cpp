@@ -1,5 +1,5 @@
 // The strided copy kernels (kernels/copy.metal) through their launcher
-// (backend/kernels/strided_copy.h), against a host reference with CPU PyTorch's rules:
+// (backend/ops/copy/strided_copy.h), against a host reference with CPU PyTorch's rules:
 // every dtype pair with special values and the neg/conj flags, layouts (transposes,
 // permutes, gapped slices, offsets, expanded sources, 0-d, empty, 17+ dims), random
 // layouts, the blit shortcut, validation, and 64-bit indexing.

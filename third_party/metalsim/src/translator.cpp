@@ -249,7 +249,18 @@ class Translator {
     size_t a = attr.find('('), b = attr.rfind(')');
     if (a == std::string::npos || b == std::string::npos || b < a) return "";
     std::string arg = attr.substr(a + 1, b - a - 1);
-    size_t s = arg.find_first_not_of(" \t\""), e = arg.find_last_not_of(" \t\"");
+    if (arg.find('"') != std::string::npos) {
+      // One string or adjacent ones ("add" "_dense_" "float", as macros that stamp out
+      // instantiations write them), joined as C++ joins them.
+      std::string joined;
+      bool in_string = false;
+      for (size_t i = 0; i < arg.size(); ++i) {
+        if (arg[i] == '"') in_string = !in_string;
+        else if (in_string) joined += arg[i];
+      }
+      return joined;
+    }
+    size_t s = arg.find_first_not_of(" \t"), e = arg.find_last_not_of(" \t");
     return s == std::string::npos ? "" : arg.substr(s, e - s + 1);
   }
 

@@ -5,7 +5,7 @@
 // double backward, through the composite's _convolution_double_backward) needs nothing
 // more.
 //
-// Native kernels (backend/kernels/conv2d.h) run 1-D and 2-D convolutions, plain and
+// Native kernels (backend/ops/conv2d/conv2d.h) run 1-D and 2-D convolutions, plain and
 // transposed, in float32, float16 and bfloat16, on any strides (NCHW, channels_last,
 // views, storage offsets): every case is one "regular" convolution X -> Y:
 //   conv forward            Y = fwd(X=input, W) + b
@@ -35,10 +35,10 @@
 #include "device.h"
 #include "fallback_memory.h"
 #include "fallback_report.h"
-#include "kernels/conv2d.h"
-#include "kernels/conv2d_depthwise.h"
-#include "kernels/conv2d_tiled.h"
-#include "ops_convolution.h"
+#include "ops/conv2d/conv2d.h"
+#include "ops/conv2d/conv2d_depthwise.h"
+#include "ops/conv2d/conv2d_tiled.h"
+#include "ops/convolution.h"
 
 namespace metalx {
 namespace {
@@ -396,7 +396,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 }  // namespace
 
-// ---- convolution from a prepacked weight (ops_convolution.h) ----
+// ---- convolution from a prepacked weight (ops/convolution.h) ----
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "dtype.h"
+#include "launch/dtype.h"
 #include "metalx/runtime/buffer.h"
 #include "metalx/runtime/command.h"
 #include "metalx/runtime/pipeline_cache.h"

@@ -1,4 +1,4 @@
-// What backend/ops_convolution.cpp offers the rest of the backend beyond the aten
+// What backend/ops/convolution.cpp offers the rest of the backend beyond the aten
 // kernels it registers: convolution with a weight packed once (ops_conv_prepack.cpp
 // exposes them as metalx::conv2d_weight_pack / metalx::conv2d_packed).
 #pragma once

@@ -44,7 +44,7 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "device.h"
-#include "kernels/strided_copy.h"
+#include "ops/copy/strided_copy.h"
 #include "pinned_memory.h"
 
 namespace metalx {

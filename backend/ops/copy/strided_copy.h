@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "dtype.h"
+#include "launch/dtype.h"
 #include "metalx/runtime/buffer.h"
 #include "metalx/runtime/command.h"
 #include "metalx/runtime/pipeline_cache.h"

@@ -23,7 +23,7 @@
 #include <optional>
 #include <vector>
 
-#include "ops_convolution.h"
+#include "ops/convolution.h"
 
 namespace metalx {
 namespace {

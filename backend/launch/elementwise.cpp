@@ -1,0 +1,267 @@
+// The elementwise launcher (see elementwise.h).
+#include "launch/elementwise.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Half.h>
+#include <c10/util/BFloat16.h>
+
+#include <cstring>
+
+#include "allocator.h"
+#include "core/stream_pool.h"
+#include "launch/elementwise_params.h"
+
+namespace metalx::launch {
+namespace {
+
+constexpr uint32_t kThreadsPerGroup = 256;
+
+// Elements per thread. A GPU thread does a few (enough to amortise the index math, few
+// enough that a dispatch fills the machine); a simulated thread is a loop iteration on
+// a CPU core, where longer runs vectorise and amortise the per-thread call.
+uint32_t elementsPerThread(Stream& stream) { return stream.device().info().is_simulated ? 64 : 4; }
+
+bool isFloating(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+}
+
+// The op's scalars in both forms (the kernel reads the one of its compute type). Values
+// a float cannot hold become inf, as CPU's conversion of an op's float arguments does.
+OpScalars toOpScalars(c10::ArrayRef<at::Scalar> scalars) {
+  TORCH_INTERNAL_ASSERT(scalars.size() <= 4, "at most 4 scalars per elementwise op");
+  OpScalars k;
+  for (size_t n = 0; n < scalars.size(); ++n) {
+    const at::Scalar& s = scalars[n];
+    if (s.isFloatingPoint()) {
+      const double d = s.toDouble();
+      k.f[n] = static_cast<float>(d);
+      k.i[n] = std::isfinite(d) && std::abs(d) < 9.2e18 ? static_cast<int64_t>(d) : 0;
+    } else if (s.isBoolean()) {
+      k.f[n] = s.toBool() ? 1.0f : 0.0f;
+      k.i[n] = s.toBool() ? 1 : 0;
+    } else {
+      TORCH_CHECK(!s.isComplex(), "metalx: complex scalar arguments need the CPU path");
+      k.i[n] = s.toLong();
+      k.f[n] = static_cast<float>(k.i[n]);
+    }
+  }
+  return k;
+}
+
+// The value of CPU scalar operand `arg` as `dtype`'s bit pattern.
+uint64_t scalarBits(at::TensorIteratorBase& iter, int arg, c10::ScalarType dtype) {
+  uint64_t bits = 0;
+  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof v); };
+  switch (dtype) {
+    case at::kFloat: put(iter.scalar_value<float>(arg)); break;
+    case at::kHalf: put(iter.scalar_value<c10::Half>(arg)); break;
+    case at::kBFloat16: put(iter.scalar_value<c10::BFloat16>(arg)); break;
+    case at::kLong: put(iter.scalar_value<int64_t>(arg)); break;
+    case at::kInt: put(iter.scalar_value<int32_t>(arg)); break;
+    case at::kShort: put(iter.scalar_value<int16_t>(arg)); break;
+    case at::kChar: put(iter.scalar_value<int8_t>(arg)); break;
+    case at::kByte: put(iter.scalar_value<uint8_t>(arg)); break;
+    case at::kBool: put(iter.scalar_value<bool>(arg)); break;
+    default: TORCH_INTERNAL_ASSERT(false, "metalx: no elementwise kernel for ", dtype);
+  }
+  return bits;
+}
+
+enum class Layout { Dense, Scalar, Other };
+
+Layout layoutOf(const at::TensorIteratorBase& iter, int arg) {
+  if (arg >= iter.noutputs() && iter.is_cpu_scalar(arg)) return Layout::Scalar;
+  const auto shape = iter.shape();
+  const auto strides = iter.strides(arg);
+  const int64_t element = iter.element_size(arg);
+  int64_t expected = element;
+  bool dense = true, all_zero = true;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != 0) all_zero = false;
+    if (strides[d] != expected) dense = false;
+    expected *= shape[d];
+  }
+  if (dense) return Layout::Dense;
+  return all_zero && arg >= iter.noutputs() ? Layout::Scalar : Layout::Other;
+}
+
+// One operand as the kernel sees it: a device buffer, or a CPU scalar's bits inline.
+struct Operand {
+  rt::BufferPtr buffer;
+  size_t offset = 0;
+  uint64_t inline_bits = 0;
+  size_t inline_size = 0;  // > 0: bind inline_bits
+};
+
+// `dtype`: the type the kernel reads this operand as.
+Operand operandOf(at::TensorIteratorBase& iter, int arg, c10::ScalarType dtype) {
+  Operand o;
+  if (arg >= iter.noutputs() && iter.is_cpu_scalar(arg)) {
+    const c10::ScalarType t = dtype;
+    o.inline_bits = scalarBits(iter, arg, t);
+    o.inline_size = c10::elementSize(t);
+    return o;
+  }
+  auto [buffer, offset] = bufferFor(iter.data_ptr(arg));
+  o.buffer = std::move(buffer);
+  o.offset = offset;
+  return o;
+}
+
+void bind(rt::ComputeEncoder& e, const Operand& o, uint32_t index) {
+  if (o.inline_size) e.setBytes(&o.inline_bits, o.inline_size, index);
+  else e.setBuffer(o.buffer, o.offset, index);
+}
+
+// Normalises `iter` so that every tensor input has the kernel dtype and the output the
+// kernel's result dtype, then runs on that.
+void runWithCasts(at::TensorIteratorBase& iter, KernelFamily& kernels, const ElementwiseOptions& options,
+                  c10::ScalarType kernel_dtype, c10::ScalarType result_dtype, bool contiguous) {
+  const at::Tensor& out = iter.output(0);
+  at::Tensor tmp_out = out;
+  if (out.scalar_type() != result_dtype || (contiguous && !out.is_contiguous()))
+    tmp_out = at::empty(out.sizes(), out.options().dtype(result_dtype));
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false)
+      .check_all_same_dtype(false)
+      .resize_outputs(false)
+      .allow_cpu_scalars(true)
+      .add_output(tmp_out);
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(iter.ninputs());
+  for (int i = 0; i < iter.ninputs(); ++i) {
+    const int arg = iter.noutputs() + i;
+    at::Tensor t = iter.input(i);
+    if (!iter.is_cpu_scalar(arg)) {
+      if (i >= options.first_typed_input && t.scalar_type() != kernel_dtype) t = t.to(kernel_dtype);
+      if (contiguous) t = t.expand(out.sizes()).contiguous();
+    }
+    inputs.push_back(std::move(t));
+  }
+  for (const at::Tensor& t : inputs) config.add_const_input(t);
+  at::TensorIterator normalised = config.build();
+  runElementwise(normalised, kernels, options);
+  if (!tmp_out.is_same(out)) const_cast<at::Tensor&>(out).copy_(tmp_out);
+}
+
+}  // namespace
+
+std::optional<DType> kernelDtype(c10::ScalarType t) {
+  switch (t) {
+    case at::kBool: return DType::Bool;
+    case at::kByte: return DType::UInt8;
+    case at::kChar: return DType::Int8;
+    case at::kShort: return DType::Int16;
+    case at::kInt: return DType::Int32;
+    case at::kLong: return DType::Int64;
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    case at::kFloat: return DType::Float32;
+    default: return std::nullopt;
+  }
+}
+
+c10::ScalarType elementwiseDtype(const at::TensorIteratorBase& iter, int first_typed_input) {
+  // The dtype torch computes in, when the iterator inferred one (promotion, or inputs
+  // that agree); else the first typed input's (where's values after its condition).
+  if (first_typed_input == 0) {
+    if (auto common = iter.maybe_common_dtype()) return *common;
+  }
+  for (int i = first_typed_input; i < iter.ninputs(); ++i) {
+    const int arg = iter.noutputs() + i;
+    if (!iter.is_cpu_scalar(arg)) return iter.dtype(arg);
+  }
+  return iter.common_dtype();
+}
+
+void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const ElementwiseOptions& options) {
+  const int64_t numel = iter.numel();
+  if (numel == 0) return;
+  TORCH_INTERNAL_ASSERT(iter.noutputs() == 1 && iter.ninputs() >= 1 && iter.ninputs() <= 3,
+                        "metalx elementwise kernels take one output and 1-3 inputs");
+  const int ninputs = iter.ninputs();
+  const c10::ScalarType kernel_dtype = elementwiseDtype(iter, options.first_typed_input);
+  const c10::ScalarType result_dtype = kernels.predicate() ? at::kBool : kernel_dtype;
+  const std::optional<DType> dtype = kernelDtype(kernel_dtype);
+  TORCH_INTERNAL_ASSERT(dtype && kernels.supports(*dtype), "metalx: no ", kernels.op(), " kernel for ",
+                        kernel_dtype);
+
+  bool needs_cast = iter.dtype(0) != result_dtype;
+  for (int i = options.first_typed_input; i < ninputs && !needs_cast; ++i) {
+    const int arg = iter.noutputs() + i;
+    needs_cast = !iter.is_cpu_scalar(arg) && iter.dtype(arg) != kernel_dtype;
+  }
+  if (needs_cast || iter.ndim() > kElementwiseMaxDims) {
+    runWithCasts(iter, kernels, options, kernel_dtype, result_dtype, iter.ndim() > kElementwiseMaxDims);
+    return;
+  }
+
+  // Pick the variant.
+  Layout layouts[kElementwiseMaxOperands];
+  int scalars = 0, others = 0;
+  for (int arg = 0; arg < iter.ntensors(); ++arg) {
+    layouts[arg] = layoutOf(iter, arg);
+    scalars += layouts[arg] == Layout::Scalar;
+    others += layouts[arg] == Layout::Other;
+  }
+  Variant variant;
+  if (others == 0 && scalars == 0) variant = Variant::Dense;
+  else if (others == 0 && scalars == 1 && ninputs == 2)
+    variant = layouts[1] == Layout::Scalar ? Variant::DenseScalarA : Variant::DenseScalarB;
+  else variant = iter.can_use_32bit_indexing() ? Variant::Strided : Variant::Strided64;
+
+  Stream& stream = currentStream(iter.device(0).index());
+  const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, variant, *dtype);
+  const OpScalars op_scalars = toOpScalars(options.scalars);
+  Operand operands[kElementwiseMaxOperands];
+  for (int arg = 0; arg < iter.ntensors(); ++arg) {
+    const bool typed = arg - iter.noutputs() >= options.first_typed_input;
+    operands[arg] = operandOf(iter, arg, typed ? kernel_dtype : iter.dtype(arg));
+  }
+  const uint32_t per_thread = elementsPerThread(stream);
+  const uint32_t params_index = static_cast<uint32_t>(iter.ntensors());
+
+  if (variant != Variant::Strided && variant != Variant::Strided64) {
+    const DenseShape shape{static_cast<uint64_t>(numel), per_thread};
+    const uint64_t threads = (shape.count + per_thread - 1) / per_thread;
+    stream.encodeCompute([&](rt::ComputeEncoder& e) {
+      e.setComputePipeline(pipeline);
+      for (int arg = 0; arg < iter.ntensors(); ++arg) bind(e, operands[arg], static_cast<uint32_t>(arg));
+      e.setBytes(&op_scalars, sizeof op_scalars, params_index);
+      e.setBytes(&shape, sizeof shape, params_index + 1);
+      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kThreadsPerGroup), 1, 1});
+    });
+    return;
+  }
+
+  StridedShape shape{};
+  const auto sizes = iter.shape();
+  shape.ndim = static_cast<uint32_t>(std::max<size_t>(sizes.size(), 1));
+  shape.chunk = per_thread;
+  uint64_t rows = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    shape.sizes[d] = static_cast<uint64_t>(sizes[d]);
+    if (d > 0) rows *= shape.sizes[d];
+  }
+  if (sizes.empty()) shape.sizes[0] = 1;
+  for (int arg = 0; arg < iter.ntensors(); ++arg) {
+    if (operands[arg].inline_size) continue;  // a CPU scalar: stride 0
+    const auto strides = iter.strides(arg);
+    const int64_t element = iter.element_size(arg);
+    for (size_t d = 0; d < sizes.size(); ++d) shape.strides[arg][d] = static_cast<uint64_t>(strides[d] / element);
+  }
+  shape.chunks0 = (shape.sizes[0] + shape.chunk - 1) / shape.chunk;
+  shape.items = shape.chunks0 * rows;
+  // Grid-stride beyond this many threads: plenty to fill any GPU.
+  const uint64_t threads = std::min<uint64_t>(shape.items, uint64_t(1) << 24);
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    e.setComputePipeline(pipeline);
+    for (int arg = 0; arg < iter.ntensors(); ++arg) bind(e, operands[arg], static_cast<uint32_t>(arg));
+    e.setBytes(&op_scalars, sizeof op_scalars, params_index);
+    e.setBytes(&shape, sizeof shape, params_index + 1);
+    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kThreadsPerGroup), 1, 1});
+  });
+}
+
+}  // namespace metalx::launch

@@ -1,0 +1,99 @@
+// Pipeline lookup for the launch layer: every native op finds its kernel here.
+//
+// Built-in kernels of one op are named "<op>_<variant>_<dtype>" (kernels/elementwise.h
+// documents the scheme). A KernelFamily is one op's set of them: it builds each name
+// once, on first use on a device, and keeps the pipeline in a flat table indexed by
+// (variant, dtype), so a launch costs two array lookups and an atomic load — no string,
+// no allocation, no lock. The tables are bounded by construction (one slot per built-in
+// kernel) and hold their pipelines for the life of the process, as the fill and copy
+// paths always have.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "core/stream.h"
+#include "launch/dtype.h"
+#include "metalx/runtime/pipeline_cache.h"
+
+namespace metalx::launch {
+
+using kernels::DType;
+
+// How a kernel walks its operands (the "<variant>" part of its name).
+enum class Variant : uint8_t {
+  Dense,         // "dense": every operand contiguous in one order
+  DenseScalarA,  // "dense_sv": first input one value, the rest dense
+  DenseScalarB,  // "dense_vs": second input one value
+  Strided,       // "strided": sizes and strides inline, 32-bit indexing
+  Strided64,     // "strided64": the same with 64-bit indexing
+  Plain,         // "": kernels with no variants (reductions, optimizers)
+};
+constexpr int kNumVariants = 6;
+const char* variantName(Variant v);
+
+// A set of dtypes, as a bit mask over kernels::DType.
+class DTypeSet {
+ public:
+  constexpr DTypeSet() = default;
+  constexpr DTypeSet(std::initializer_list<DType> types) {
+    for (DType t : types) bits_ |= bit(t);
+  }
+  constexpr bool has(DType t) const { return (bits_ & bit(t)) != 0; }
+  constexpr DTypeSet operator|(DTypeSet o) const { return DTypeSet(bits_ | o.bits_); }
+
+ private:
+  constexpr explicit DTypeSet(uint32_t bits) : bits_(bits) {}
+  static constexpr uint32_t bit(DType t) { return 1u << static_cast<int>(t); }
+  uint32_t bits_ = 0;
+};
+
+// The dtype sets kernels are instantiated for (kernels/elementwise.h's METALX_FOR_*).
+inline constexpr DTypeSet kFloatTypes{DType::Float32, DType::Float16, DType::BFloat16};
+inline constexpr DTypeSet kIntTypes{DType::Int64, DType::Int32, DType::Int16, DType::Int8, DType::UInt8};
+inline constexpr DTypeSet kNumberTypes = kFloatTypes | kIntTypes;
+inline constexpr DTypeSet kAllTypes = kNumberTypes | DTypeSet{DType::Bool};
+
+class KernelFamily {
+ public:
+  // `op`: the kernels' name prefix; `dtypes`: the dtypes they exist for; `predicate`:
+  // the kernels write bool whatever their input type (comparisons, isnan, ...).
+  KernelFamily(const char* op, DTypeSet dtypes, bool predicate = false)
+      : op_(op), dtypes_(dtypes), predicate_(predicate) {}
+  KernelFamily(const KernelFamily&) = delete;
+  KernelFamily& operator=(const KernelFamily&) = delete;
+  ~KernelFamily();
+
+  const char* op() const { return op_; }
+  bool supports(DType t) const { return dtypes_.has(t); }
+  bool predicate() const { return predicate_; }
+  // The pipeline of this op's kernel for `variant` and `dtype` on the stream's device.
+  // The dtype must be supported.
+  const rt::ComputePipelinePtr& pipeline(Stream& stream, Variant variant, DType dtype);
+  // Its name, as in the built-in library.
+  std::string kernelName(Variant variant, DType dtype) const;
+
+  static constexpr int kMaxDevices = 64;
+
+ private:
+  struct Slot {
+    std::atomic<bool> ready{false};
+    rt::ComputePipelinePtr pipeline;
+  };
+  struct Table {
+    std::mutex mutex;  // taken only to fill a slot
+    std::array<Slot, kNumVariants * kernels::kNumDTypes> slots;
+  };
+  Table& table(int device_index);
+
+  const char* op_;
+  DTypeSet dtypes_;
+  bool predicate_;
+  std::atomic<Table*> tables_[kMaxDevices] = {};
+  std::mutex tables_mutex_;
+};
+
+}  // namespace metalx::launch

@@ -1,0 +1,130 @@
+// Float functions MSL's standard library lacks (expm1, log1p, erf, erfc, erfinv,
+// lgamma, digamma), written for float32 accuracy close to CPU PyTorch's.
+#pragma once
+#include <metal_stdlib>
+using namespace metal;
+
+#define METALX_PI_F 3.14159265358979323846f
+
+// exp(x) - 1 without the cancellation near 0: (u - 1) * x / log(u) recovers the rounding
+// error of u = exp(x) (Kahan's method).
+inline float metalx_expm1(float x) {
+  const float u = exp(x);
+  if (u == 1.0f) return x;
+  const float um1 = u - 1.0f;
+  if (um1 == -1.0f) return -1.0f;
+  if (isinf(u)) return u;
+  return um1 * x / log(u);
+}
+
+// log(1 + x), the same way round.
+inline float metalx_log1p(float x) {
+  const float u = 1.0f + x;
+  if (u == 1.0f) return x;
+  if (u == INFINITY) return u;
+  return log(u) * x / (u - 1.0f);
+}
+
+// erfc for x >= 0 from the rational-exponential approximation with relative error below
+// 1.2e-7 (Numerical Recipes' erfcc).
+inline float metalx_erfc_nonneg(float z) {
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  const float p =
+      -z * z - 1.26551223f +
+      t * (1.00002368f +
+           t * (0.37409196f +
+                t * (0.09678418f +
+                     t * (-0.18628806f +
+                          t * (0.27886807f +
+                               t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+  return t * exp(p);
+}
+
+inline float metalx_erf(float x) {
+  if (isnan(x)) return x;
+  const float z = fabs(x);
+  if (z < 0.5f) {
+    // Maclaurin series: 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)); |x| < 0.5 makes
+    // eight terms exact to float precision.
+    const float x2 = x * x;
+    float term = x, sum = x;
+    for (int n = 1; n < 9; ++n) {
+      term *= -x2 / float(n);
+      sum += term / float(2 * n + 1);
+    }
+    return 1.1283791670955126f * sum;
+  }
+  const float r = 1.0f - metalx_erfc_nonneg(z);
+  return x < 0.0f ? -r : r;
+}
+
+inline float metalx_erfc(float x) {
+  if (isnan(x)) return x;
+  if (fabs(x) < 0.5f) return 1.0f - metalx_erf(x);
+  return x < 0.0f ? 2.0f - metalx_erfc_nonneg(-x) : metalx_erfc_nonneg(x);
+}
+
+// Inverse of erf: Winitzki's closed-form estimate, then Newton steps on erf.
+inline float metalx_erfinv(float y) {
+  if (isnan(y) || y < -1.0f || y > 1.0f) return NAN;
+  if (y == 1.0f) return INFINITY;
+  if (y == -1.0f) return -INFINITY;
+  if (y == 0.0f) return y;
+  const float a = 0.147f;
+  const float l = log((1.0f - y) * (1.0f + y));
+  const float b = 2.0f / (METALX_PI_F * a) + 0.5f * l;
+  float x = sqrt(sqrt(b * b - l / a) - b);
+  x = y < 0.0f ? -x : x;
+  for (int i = 0; i < 3; ++i) {
+    const float e = metalx_erf(x) - y;
+    x -= e / (1.1283791670955126f * exp(-x * x));
+  }
+  return x;
+}
+
+// log|Gamma(x)| for x >= 0.5: Lanczos' series (g = 7, 9 terms).
+inline float metalx_lgamma_positive(float x) {
+  const float c[9] = {0.99999999999980993f, 676.5203681218851f,   -1259.1392167224028f,
+                      771.32342877765313f,  -176.61502916214059f, 12.507343278686905f,
+                      -0.13857109526572012f, 9.9843695780195716e-6f, 1.5056327351493116e-7f};
+  const float z = x - 1.0f;
+  float sum = c[0];
+  for (int i = 1; i < 9; ++i) sum += c[i] / (z + float(i));
+  const float t = z + 7.5f;
+  return 0.91893853320467274f + (z + 0.5f) * log(t) - t + log(sum);
+}
+
+// log|Gamma(x)|; below 0.5 through the reflection formula (MSL has no recursion);
+// poles (0, -1, -2, ...) give +inf as in C.
+inline float metalx_lgamma(float x) {
+  if (isnan(x)) return x;
+  if (isinf(x)) return INFINITY;
+  if (x <= 0.0f && floor(x) == x) return INFINITY;
+  if (x >= 0.5f) return metalx_lgamma_positive(x);
+  const float s = sin(METALX_PI_F * x);
+  return log(METALX_PI_F / fabs(s)) - metalx_lgamma_positive(1.0f - x);
+}
+
+// The logarithmic derivative of Gamma for x > 0: recurrence up to x >= 6, then the
+// asymptotic series.
+inline float metalx_digamma_positive(float x) {
+  float acc = 0.0f;
+  while (x < 6.0f) {
+    acc -= 1.0f / x;
+    x += 1.0f;
+  }
+  const float r = 1.0f / (x * x);
+  const float series =
+      r * (1.0f / 12.0f - r * (1.0f / 120.0f - r * (1.0f / 252.0f - r * (1.0f / 240.0f - r * (1.0f / 132.0f)))));
+  return acc + log(x) - 0.5f / x - series;
+}
+
+// digamma; negative x through the reflection formula. At 0 it is -inf with 0's sign
+// flipped (CPU's convention), at negative integers NaN.
+inline float metalx_digamma(float x) {
+  if (isnan(x)) return x;
+  if (x == 0.0f) return signbit(x) ? INFINITY : -INFINITY;
+  if (x > 0.0f) return metalx_digamma_positive(x);
+  if (floor(x) == x) return NAN;
+  return metalx_digamma_positive(1.0f - x) - METALX_PI_F / tan(METALX_PI_F * x);
+}
