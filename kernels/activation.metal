@@ -181,8 +181,8 @@ template <typename M> struct hardsigmoid_backward_op : elementwise_fn {
 };
 template <typename M> struct hardswish_backward_op : elementwise_fn {
   M operator()(M grad, M x) const {
-    if (x < -3.0f) return 0.0f;
-    if (x <= 3.0f) return grad * (x / 3.0f + 0.5f);
+    if (x <= -3.0f) return 0.0f;
+    if (x < 3.0f) return grad * (x / 3.0f + 0.5f);
     return grad;
   }
 };

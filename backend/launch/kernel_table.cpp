@@ -13,6 +13,9 @@ const char* variantName(Variant v) {
     case Variant::Strided: return "strided";
     case Variant::Strided64: return "strided64";
     case Variant::Plain: return "";
+    case Variant::Rows: return "rows";
+    case Variant::Columns: return "cols";
+    case Variant::Partials: return "partials";
   }
   return "?";
 }

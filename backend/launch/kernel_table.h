@@ -30,9 +30,12 @@ enum class Variant : uint8_t {
   DenseScalarB,  // "dense_vs": second input one value
   Strided,       // "strided": sizes and strides inline, 32-bit indexing
   Strided64,     // "strided64": the same with 64-bit indexing
-  Plain,         // "": kernels with no variants (reductions, optimizers)
+  Plain,         // "": kernels with no variants (optimizers)
+  Rows,          // "rows": reductions along rows (kernels/reduce.metal)
+  Columns,       // "cols": reductions over outer dims
+  Partials,      // "partials": the second pass of a reduction split into parts
 };
-constexpr int kNumVariants = 6;
+constexpr int kNumVariants = 9;
 const char* variantName(Variant v);
 
 // A set of dtypes, as a bit mask over kernels::DType.

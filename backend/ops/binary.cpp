@@ -218,6 +218,14 @@ at::Tensor& lshiftScalarInplace(at::Tensor& self, const at::Scalar& other) { ret
 at::Tensor rshiftScalar(const at::Tensor& self, const at::Scalar& other) { return rshift_functional(self, wrappedScalar(other)); }
 at::Tensor& rshiftScalarInplace(at::Tensor& self, const at::Scalar& other) { return rshift_inplace(self, wrappedScalar(other)); }
 
+// pow(Scalar, Tensor): the base inline.
+at::Tensor powScalarBase(const at::Scalar& base, const at::Tensor& exponent) {
+  return pow_functional(wrappedScalar(base), exponent);
+}
+at::Tensor& powScalarBaseOut(const at::Scalar& base, const at::Tensor& exponent, at::Tensor& out) {
+  return pow_out(wrappedScalar(base), exponent, out);
+}
+
 // ---- logical ops: bool results, inputs promoted to their common dtype ----
 
 #define METALX_LOGICAL(ID)                                                                             \
@@ -259,6 +267,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("pow.Tensor_Scalar", TORCH_FN(powTensorScalar));
   m.impl("pow_.Scalar", TORCH_FN(powTensorScalarInplace));
   m.impl("pow.Tensor_Scalar_out", TORCH_FN(powTensorScalarOut));
+  m.impl("pow.Scalar", TORCH_FN(powScalarBase));
+  m.impl("pow.Scalar_out", TORCH_FN(powScalarBaseOut));
   METALX_REGISTER("atan2", "atan2_", "atan2.out", atan2)
   METALX_REGISTER("hypot", "hypot_", "hypot.out", hypot)
   m.impl("maximum", TORCH_FN(maximum_functional));

@@ -57,6 +57,22 @@ at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::
   return whereOut(condition, self, other, out);
 }
 
+// masked_fill_: self = mask ? value : self, as where into self (the value in self's dtype).
+at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  const at::Tensor v = at::scalar_tensor(value, at::TensorOptions().device(at::kCPU).dtype(self.scalar_type()));
+  return whereOut(mask, v, self, self);
+}
+at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  if (value.device().is_cpu()) return maskedFillScalar(self, mask, value.item());
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  return whereOut(mask, value.to(self.scalar_type()), self, self);
+}
+
 // ---- clamp with scalar bounds ----
 
 ElementwiseOp clamp_scalar_def("clamp_scalar", kNumberTypes, "aten::clamp", "out");
@@ -220,6 +236,8 @@ METALX_STRUCTURED_TERNARYISH(addcdiv, addcdiv, addcdiv_def, (Scalars{value}), (c
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", TORCH_FN(where));
   m.impl("where.self_out", TORCH_FN(whereOut));
+  m.impl("masked_fill_.Scalar", TORCH_FN(maskedFillScalar));
+  m.impl("masked_fill_.Tensor", TORCH_FN(maskedFillTensor));
   m.impl("clamp", TORCH_FN(clamp));
   m.impl("clamp_", TORCH_FN(clampInplace));
   m.impl("clamp.out", TORCH_FN(clampOut));

@@ -1,17 +1,22 @@
 // msl2cpp: translates one .metal file to C++ for the simulator (used by the build).
-//   metalsim_msl2cpp --entry NAME --source-name NAME [--cpp COMPILER] -o OUT.cpp IN.metal
+//   metalsim_msl2cpp --entry NAME --source-name NAME
+//                    [--cpp COMPILER --prelude DIR [--cpp-flag FLAG]...] -o OUT.cpp IN.metal
 //
 // With --cpp, the file first goes through the C preprocessor, as Apple's metal compiler
 // reads it: quoted #includes of shared headers are resolved next to the file, and
 // macros that stamp out kernel instantiations (one line per op and dtype) are expanded,
 // so the translator sees every kernel they make. Includes of <metal_...> headers are
-// empty in that pass: the prelude provides them when the translation is compiled, and
-// their macros (kernel, device, thread, ...) must reach the translator unexpanded.
+// empty in that pass, except for the prelude's target macros (METALSIM_VECTOR_BYTES,
+// from DIR/metalsim_prelude/target.h): the prelude provides the rest when the
+// translation is compiled, and its macros (kernel, device, thread, ...) must reach the
+// translator unexpanded. The --cpp-flags are the kernel build's target flags
+// (-march=...), so #if on the target is decided as that build's compile would.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "translator.h"
 
@@ -47,6 +52,7 @@ const char* const kMetalHeaders[] = {
 // `source` (read from `path`) through `cpp`'s preprocessor; linemarkers name the
 // original file, so the compiler's diagnostics point into it and its headers.
 std::string preprocess(const std::string& source, const std::string& path, const std::string& cpp,
+                       const std::string& prelude, const std::vector<std::string>& flags,
                        const std::string& scratch) {
   const std::string stubs = scratch + ".metal_headers";
   const std::string input = scratch + ".in.metal";
@@ -54,16 +60,19 @@ std::string preprocess(const std::string& source, const std::string& path, const
   if (std::system(("mkdir -p " + shellQuote(stubs)).c_str()) != 0)
     throw std::runtime_error("msl2cpp: cannot create " + stubs);
   for (const char* h : kMetalHeaders) std::ofstream(stubs + "/" + h);
+  std::ofstream(stubs + "/metal_stdlib") << "#include \"" << prelude << "/metalsim_prelude/target.h\"\n";
   {
     std::ofstream o(input);
     o << source;
     if (!o) throw std::runtime_error("msl2cpp: cannot write " + input);
   }
   // -nostdinc: MSL has no C++ standard library; a stray <vector> must fail here, not
-  // compile against the host's. __METAL_VERSION__ as Apple's compiler for metal3.1.
-  const std::string cmd = shellQuote(cpp) + " -E -x c++ -std=c++17 -nostdinc -D__METAL_VERSION__=310 -iquote " +
-                          shellQuote(directoryOf(path)) + " -isystem " + shellQuote(stubs) + " " +
-                          shellQuote(input) + " -o " + shellQuote(output);
+  // compile against the host's. No __METAL_VERSION__: kernels test it to tell Apple's
+  // compiler from the simulator.
+  std::string cmd = shellQuote(cpp) + " -E -x c++ -std=c++17 -nostdinc";
+  for (const std::string& f : flags) cmd += " " + shellQuote(f);
+  cmd += " -iquote " + shellQuote(directoryOf(path)) + " -isystem " + shellQuote(stubs) + " " + shellQuote(input) +
+         " -o " + shellQuote(output);
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("msl2cpp: preprocessing " + path + " failed");
   std::string text = readFile(output);
   std::remove(input.c_str());
@@ -79,22 +88,26 @@ std::string preprocess(const std::string& source, const std::string& path, const
 
 int main(int argc, char** argv) {
   metalsim::TranslateOptions opt;
-  std::string in, out, cpp;
+  std::string in, out, cpp, prelude;
+  std::vector<std::string> cpp_flags;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--entry" && i + 1 < argc) opt.entry_name = argv[++i];
     else if (a == "--source-name" && i + 1 < argc) opt.source_name = argv[++i];
     else if (a == "--cpp" && i + 1 < argc) cpp = argv[++i];
+    else if (a == "--prelude" && i + 1 < argc) prelude = argv[++i];
+    else if (a == "--cpp-flag" && i + 1 < argc) cpp_flags.push_back(argv[++i]);
     else if (a == "-o" && i + 1 < argc) out = argv[++i];
     else in = a;
   }
-  if (in.empty() || out.empty()) {
-    std::cerr << "usage: msl2cpp --entry NAME --source-name NAME [--cpp COMPILER] -o OUT.cpp IN.metal\n";
+  if (in.empty() || out.empty() || (!cpp.empty() && prelude.empty())) {
+    std::cerr << "usage: msl2cpp --entry NAME --source-name NAME [--cpp COMPILER --prelude DIR [--cpp-flag FLAG]...] "
+                 "-o OUT.cpp IN.metal\n";
     return 2;
   }
   try {
     std::string source = readFile(in);
-    if (!cpp.empty()) source = preprocess(source, in, cpp, out);
+    if (!cpp.empty()) source = preprocess(source, in, cpp, prelude, cpp_flags, out);
     auto result = metalsim::translateMsl(source, opt);
     std::ofstream o(out);
     o << result.cpp;
