@@ -62,7 +62,7 @@ bool addDeviceScalars(MultiTensorCall& call, const c10::Device& device, const st
   return true;
 }
 
-const c10::OperatorHandle& op(const char* name, const char* overload) {
+c10::OperatorHandle op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
 }
 
