@@ -149,3 +149,48 @@ template <typename M> struct mt_addcdiv_op {
 METALX_MT_FLOATS(mt_ternary, foreach_addcmul, mt_addcmul_op)
 METALX_MT_FLOATS(mt_ternary, foreach_addcdiv, mt_addcdiv_op)
 METALX_MT_FLOATS(mt_ternary, foreach_lerp_list, mt_lerp_op)
+
+// ---- norm: |x|_1, |x|_2, |x|_inf per tensor, in passes ----
+// Each pass writes one float per thread (over its per_thread elements) into a partials
+// tensor, at index begin / per_thread; passes repeat over the partials until each tensor
+// has one, which foreach_norm_finish turns into the norm in the tensor's dtype.
+#define METALX_NORM_L1 1u
+#define METALX_NORM_L2 2u
+#define METALX_NORM_INF 3u
+#define METALX_NORM_COMBINE 4u  // inputs are partials: add (or take the max of) them as they are
+
+inline float norm_max(float acc, float v) { return (acc != acc || v != v) ? (acc != acc ? acc : v) : max(acc, v); }
+
+template <typename T>
+kernel void foreach_norm_partial(METALX_MT_SLOT_PARAMS) {
+  METALX_MT_PROLOGUE
+  if (begin >= end) return;
+  const uint mode = args.flags & 3u;
+  const bool combine = args.flags & METALX_NORM_COMBINE;
+  device const T *a = mt_ptr<T>(slots, e.loc[0]);
+  device float *partials = mt_ptr<float>(slots, e.loc[1]);
+  float acc = 0.0f;
+  for (ulong i = begin; i < end; ++i) {
+    const float x = float(a[i]);
+    if (combine) acc = mode == METALX_NORM_INF ? norm_max(acc, x) : acc + x;
+    else if (mode == METALX_NORM_L1) acc += fabs(x);
+    else if (mode == METALX_NORM_L2) acc += x * x;
+    else acc = norm_max(acc, fabs(x));
+  }
+  partials[begin / args.per_thread] = acc;
+}
+template [[host_name("foreach_norm_partial_float")]] kernel decltype(foreach_norm_partial<float>) foreach_norm_partial<float>;
+template [[host_name("foreach_norm_partial_half")]] kernel decltype(foreach_norm_partial<half>) foreach_norm_partial<half>;
+template [[host_name("foreach_norm_partial_bfloat")]] kernel decltype(foreach_norm_partial<bfloat>) foreach_norm_partial<bfloat>;
+
+// out[0] = the norm from a tensor's last partial (sqrt for L2), in T.
+template <typename T>
+kernel void foreach_norm_finish(METALX_MT_SLOT_PARAMS) {
+  METALX_MT_PROLOGUE
+  if (begin >= end) return;
+  const float p = *mt_ptr<float>(slots, e.loc[0]);
+  *mt_ptr<T>(slots, e.loc[1]) = T((args.flags & 3u) == METALX_NORM_L2 ? sqrt(p) : p);
+}
+template [[host_name("foreach_norm_finish_float")]] kernel decltype(foreach_norm_finish<float>) foreach_norm_finish<float>;
+template [[host_name("foreach_norm_finish_half")]] kernel decltype(foreach_norm_finish<half>) foreach_norm_finish<half>;
+template [[host_name("foreach_norm_finish_bfloat")]] kernel decltype(foreach_norm_finish<bfloat>) foreach_norm_finish<bfloat>;

@@ -117,6 +117,8 @@ class Dispatch {
 
 }  // namespace
 
+uint32_t multiTensorElementsPerThread(int device_index) { return elementsPerThread(currentStream(device_index)); }
+
 void runMultiTensor(KernelFamily& kernels, c10::ScalarType dtype, MultiTensorCall& call) {
   TORCH_INTERNAL_ASSERT(!call.lists.empty() && call.lists.size() <= size_t(kMultiTensorMaxLists),
                         "metalx: a multi-tensor kernel takes 1 to ", kMultiTensorMaxLists, " lists");

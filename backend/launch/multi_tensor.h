@@ -52,6 +52,10 @@ struct MultiTensorCall {
   MultiTensorArgs args;
 };
 
+// Elements each thread takes on device `device_index` (the kernels' per_thread): what a
+// kernel writing one value per thread (the norm's partials) needs to size its output.
+uint32_t multiTensorElementsPerThread(int device_index);
+
 // Runs `kernels`' kernel for `dtype` (Variant::Plain) over `call` on the current stream
 // of the tensors' device.
 void runMultiTensor(KernelFamily& kernels, c10::ScalarType dtype, MultiTensorCall& call);

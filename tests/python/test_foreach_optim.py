@@ -101,12 +101,12 @@ TERNARY = {
 }
 
 
-def check_native(fn):
-    """Runs fn, which must use only multi-tensor kernels and no CPU fallback."""
+def check_native(fn, kernels=("foreach_",)):
+    """Runs fn, which must use only multi-tensor kernels (and `kernels`) and no CPU fallback."""
     torch.metalx.reset_fallback_stats()
     names = kernel_names(fn)
     assert torch.metalx.fallback_stats() == {}
-    assert names and all(n.startswith("foreach_") for n in names), names
+    assert names and all(n.startswith(kernels) for n in names), names
 
 
 @pytest.mark.parametrize("dtype", NATIVE)
@@ -177,6 +177,33 @@ def test_tensor_scalar_forms(torch, where):
     check_native(lambda: torch._foreach_mul_(da, s))
     torch._foreach_mul_(a, s.cpu())
     assert_lists_close(a, da, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", NATIVE)
+@pytest.mark.parametrize("ord", [1, 2, float("inf")])
+def test_norm_matches_cpu(torch, ord, dtype):
+    sizes = [1, 7, 1000, 70_000, 300_000] + ([] if ord == float("inf") else [0])
+    a = make(sizes, dtype, 14)
+    da = to_dev(a)
+    result = []
+    # (the norm of an empty tensor is a zero filled in)
+    check_native(lambda: result.extend(torch._foreach_norm(da, ord)), kernels=("foreach_", "fill_"))
+    kw = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    for c, d in zip(torch._foreach_norm(a, ord), result):
+        assert d.dtype == c.dtype and d.shape == c.shape
+        torch.testing.assert_close(d.cpu(), c, **kw)
+
+
+def test_norm_of_other_orders_and_empty_inf_take_cpus_path(torch):
+    a = make([5, 0, 100], torch.float32, 15)
+    da = to_dev(a)
+    for c, d in zip(torch._foreach_norm(a, 3), torch._foreach_norm(da, 3)):
+        torch.testing.assert_close(d.cpu(), c)
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch._foreach_norm(a, float("inf"))
+    with pytest.raises(RuntimeError) as dev_error:
+        torch._foreach_norm(da, float("inf"))
+    assert str(cpu_error.value).split("\n")[0] == str(dev_error.value).split("\n")[0]
 
 
 def test_many_tensors_take_few_dispatches(torch):
