@@ -425,3 +425,28 @@ def test_clip_grad_norm_and_zero_grad_with_foreach(torch):
     opt = torch.optim.SGD(dev, lr=0.1, foreach=True)
     opt.zero_grad(set_to_none=False)
     assert all(p.grad.cpu().eq(0).all() for p in dev)
+
+
+@pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD])
+def test_fused_steps_with_amp_scaling_match_cpu(torch, cls):
+    # What GradScaler hands a fused optimizer: grad_scale and found_inf on the device;
+    # a step with found_inf set changes nothing (Adam's step counts are taken back).
+    def run(device):
+        g = torch.Generator().manual_seed(51)
+        params = [torch.randn(n, generator=g).to(device).requires_grad_() for n in (4, 3000)]
+        kwargs = dict(lr=0.01, fused=True) | (dict(momentum=0.9) if cls is torch.optim.SGD else {})
+        opt = cls(params, **kwargs)
+        for found in (0.0, 1.0, 0.0):
+            for p in params:
+                p.grad = (torch.randn(p.shape, generator=g) * 8).to(device)
+            opt.grad_scale = torch.tensor(8.0, device=device)
+            opt.found_inf = torch.tensor(found, device=device)
+            opt.step()
+        return [p.detach().cpu() for p in params], [
+            {k: v.cpu() for k, v in opt.state[p].items() if torch.is_tensor(v)} for p in params]
+
+    cpu = run("cpu")
+    torch.metalx.reset_fallback_stats()
+    dev = run("metalx")
+    assert torch.metalx.fallback_stats() == {}
+    assert_training_matches(cpu, dev, torch.float32)
