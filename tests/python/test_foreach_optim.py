@@ -78,6 +78,11 @@ BINARY = {
                              lambda a, b: torch._foreach_clamp_max_(a, SCALARS)),
     "pow.Scalar": (lambda a, b: torch._foreach_pow(a, 3.0), lambda a, b: torch._foreach_pow_(a, 3.0)),
     "pow.ScalarList": (lambda a, b: torch._foreach_pow(a, SCALARS), lambda a, b: torch._foreach_pow_(a, SCALARS)),
+    "pow.List": (lambda a, b: torch._foreach_pow(a, b), lambda a, b: torch._foreach_pow_(a, b)),
+    "minimum.ScalarList": (lambda a, b: torch._foreach_minimum(a, SCALARS),
+                           lambda a, b: torch._foreach_minimum_(a, SCALARS)),
+    "maximum.ScalarList": (lambda a, b: torch._foreach_maximum(a, SCALARS),
+                           lambda a, b: torch._foreach_maximum_(a, SCALARS)),
     "lerp.Scalar": (lambda a, b: torch._foreach_lerp(a, b, 0.3), lambda a, b: torch._foreach_lerp_(a, b, 0.3)),
     "lerp.ScalarList": (lambda a, b: torch._foreach_lerp(a, b, SCALARS), lambda a, b: torch._foreach_lerp_(a, b, SCALARS)),
 }
@@ -450,3 +455,20 @@ def test_fused_steps_with_amp_scaling_match_cpu(torch, cls):
     dev = run("metalx")
     assert torch.metalx.fallback_stats() == {}
     assert_training_matches(cpu, dev, torch.float32)
+
+
+def test_pow_of_negative_bases_and_nan_in_maximum_and_clamp_match_cpu(torch):
+    a = [torch.tensor([-2.0, -0.5, 0.0, 1.5, float("nan"), -3.0]), torch.tensor([-1.0, 2.0])]
+    da = to_dev(a)
+    for exponent in (3.0, 2.0, -1.0, 0.5, 1.5, 0.0):
+        for c, d in zip(torch._foreach_pow(a, exponent), torch._foreach_pow(da, exponent)):
+            torch.testing.assert_close(d.cpu(), c, equal_nan=True)
+    b = [torch.tensor([float("nan"), 1.0, -1.0, 0.0, 2.0, 5.0]), torch.tensor([0.0, float("nan")])]
+    db = to_dev(b)
+    for fn in (torch._foreach_maximum, torch._foreach_minimum, torch._foreach_clamp_min, torch._foreach_clamp_max):
+        for c, d in zip(fn(a, b), fn(da, db)):
+            torch.testing.assert_close(d.cpu(), c, equal_nan=True)
+        for c, d in zip(fn(a, float("nan")), fn(da, float("nan"))):
+            torch.testing.assert_close(d.cpu(), c, equal_nan=True)
+    for c, d in zip(torch._foreach_sign(a), torch._foreach_sign(da)):
+        torch.testing.assert_close(d.cpu(), c, equal_nan=True)
