@@ -51,8 +51,8 @@ class Dispatch {
     return true;
   }
 
-  void encode(KernelFamily& kernels, DType dtype, Stream& stream, MultiTensorArgs args) {
-    const uint32_t per_thread = elementsPerThread(stream);
+  void encode(KernelFamily& kernels, DType dtype, Stream& stream, MultiTensorArgs args, uint32_t factor) {
+    const uint32_t per_thread = elementsPerThread(stream) * factor;
     uint64_t longest = 0;
     for (const auto& e : entries_) longest = std::max(longest, e.numel);
     // Threads per group: enough for the longest tensor's chunk, a multiple of 32.
@@ -138,17 +138,18 @@ void runMultiTensor(KernelFamily& kernels, c10::ScalarType dtype, MultiTensorCal
   while (first < n && call.lists[0][first].numel() == 0) ++first;
   if (first == n) return;
   Stream& stream = currentStream(call.lists[0][first].device().index());
+  TORCH_INTERNAL_ASSERT(call.per_thread_factor >= 1 && call.per_thread_factor <= 64, "metalx: bad per_thread_factor");
 
   Dispatch dispatch(call.extras);
   for (size_t i = first; i < n; ++i) {
     if (call.lists[0][i].numel() == 0) continue;
     const double scalar = call.scalars.empty() ? 0.0 : call.scalars[call.scalars.size() == 1 ? 0 : i];
     if (dispatch.tryAdd(call, i, scalar)) continue;
-    dispatch.encode(kernels, *kernel_dtype, stream, call.args);
+    dispatch.encode(kernels, *kernel_dtype, stream, call.args, call.per_thread_factor);
     TORCH_INTERNAL_ASSERT(dispatch.tryAdd(call, i, scalar), "metalx: one tensor's operands need more than ",
                           kMultiTensorSlots, " buffers");
   }
-  if (!dispatch.empty()) dispatch.encode(kernels, *kernel_dtype, stream, call.args);
+  if (!dispatch.empty()) dispatch.encode(kernels, *kernel_dtype, stream, call.args, call.per_thread_factor);
 }
 
 }  // namespace metalx::launch

@@ -49,6 +49,9 @@ struct MultiTensorCall {
   at::ArrayRef<double> scalars = {};
   // Device scalars the kernel reads through MultiTensorArgs::extra (undefined: none).
   std::vector<at::Tensor> extras;
+  // Elements per thread, as a multiple of the launcher's choice: kernels with a costly
+  // per-thread start (the fused optimizers' bias corrections) take longer runs.
+  uint32_t per_thread_factor = 1;
   MultiTensorArgs args;
 };
 

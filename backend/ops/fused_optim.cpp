@@ -98,6 +98,7 @@ bool runAdam(TensorList params, TensorList grads, TensorList exp_avgs, TensorLis
   const double f[] = {lr, beta1, beta2, weight_decay, eps};
   for (int k = 0; k < 5; ++k) call.args.f[k] = static_cast<float>(f[k]);
   call.args.flags |= (amsgrad ? kAdamAmsgrad : 0) | (maximize ? kMaximize : 0) | (decoupled ? kAdamDecoupled : 0);
+  call.per_thread_factor = 4;  // each thread starts with two pow()s and a sqrt
   launch::runMultiTensor(adam_kernels, params[0].scalar_type(), call);
   return true;
 }
