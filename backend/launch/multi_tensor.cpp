@@ -53,11 +53,15 @@ class Dispatch {
 
   void encode(KernelFamily& kernels, DType dtype, Stream& stream, MultiTensorArgs args, uint32_t factor) {
     const uint32_t per_thread = elementsPerThread(stream) * factor;
+    const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, Variant::Plain, dtype);
     uint64_t longest = 0;
     for (const auto& e : entries_) longest = std::max(longest, e.numel);
-    // Threads per group: enough for the longest tensor's chunk, a multiple of 32.
+    // Threads per group: enough for the longest tensor's chunk, a multiple of 32, no
+    // more than the pipeline allows (a GPU may allow fewer for a kernel with many registers).
     const uint64_t wanted = (longest + per_thread - 1) / per_thread;
-    const uint32_t threads = static_cast<uint32_t>(std::min<uint64_t>(kMaxThreadsPerGroup, (wanted + 31) / 32 * 32));
+    const uint64_t allowed = std::max<uint64_t>(32, pipeline->maxTotalThreadsPerThreadgroup() / 32 * 32);
+    const uint32_t threads =
+        static_cast<uint32_t>(std::min<uint64_t>({kMaxThreadsPerGroup, allowed, (wanted + 31) / 32 * 32}));
     const uint64_t chunk = uint64_t(threads) * per_thread;
     uint64_t chunks = 0;
     for (auto& e : entries_) {
@@ -69,7 +73,6 @@ class Dispatch {
     args.chunk = static_cast<uint32_t>(chunk);
     args.ntensors = static_cast<uint32_t>(entries_.size());
     for (size_t x = 0; x < extras_.size(); ++x) args.extra[x] = extra_locs_[x];
-    const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, Variant::Plain, dtype);
     stream.encodeCompute([&](rt::ComputeEncoder& enc) {
       enc.setComputePipeline(pipeline);
       // Every declared slot must be bound: unused ones repeat slot 0.
