@@ -472,3 +472,22 @@ def test_pow_of_negative_bases_and_nan_in_maximum_and_clamp_match_cpu(torch):
             torch.testing.assert_close(d.cpu(), c, equal_nan=True)
     for c, d in zip(torch._foreach_sign(a), torch._foreach_sign(da)):
         torch.testing.assert_close(d.cpu(), c, equal_nan=True)
+
+
+@pytest.mark.parametrize("flags", [{}, dict(fused=True)])
+def test_training_a_small_model_matches_cpu(torch, flags):
+    def run(device):
+        torch.manual_seed(61)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+        x, y = torch.randn(8, 16), torch.randn(8, 4)
+        model.to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, **flags)
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+        return [p.detach().cpu() for p in model.parameters()]
+
+    for c, d in zip(run("cpu"), run("metalx")):
+        torch.testing.assert_close(d, c, rtol=1e-4, atol=1e-5)
