@@ -70,7 +70,10 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
   const at::Tensor& out = *request.out;
   const int64_t ndim = input.dim();
   std::vector<bool> reduced(ndim, request.dims.empty());
-  for (int64_t d : request.dims) reduced[d] = true;
+  for (int64_t d : request.dims) {
+    TORCH_INTERNAL_ASSERT(d == 0 || d < ndim, "reduction dim ", d, " of a ", ndim, "-d tensor");
+    if (d < ndim) reduced[d] = true;  // a 0-dim input reduced over dim 0 is itself
+  }
 
   // Kept and reduced dims, innermost (last) first. The outputs have either every dim
   // (keepdim) or only the kept ones, in order.
