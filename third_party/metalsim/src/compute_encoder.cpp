@@ -84,7 +84,7 @@ void SimComputeEncoder::dispatchThreadgroups(Size3 groups, Size3 per_group) {
 
 void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
   if (!rules::dispatch(pipeline_.get(), threads, per_group, bound_,
-                       cb_->device().info().max_threadgroup_memory_length, where()))
+                       cb_->device().info().max_threadgroup_memory_length, [this] { return where(); }))
     return;  // an empty grid: nothing to run
   // Snapshot what the kernel declares: later bindings must not change this dispatch.
   const kabi::KernelInfo& k = pipeline_->kernel();
