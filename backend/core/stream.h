@@ -21,9 +21,15 @@
 #include <string>
 
 #include "core/command_trace.h"
+#include "core/function_ref.h"
 #include "metalx/runtime/runtime.h"
 
 namespace metalx {
+
+// What encodeCompute / encodeBlit run: a callable taking the encoder, called before they
+// return (so a lambda written at the call site; nothing is copied or allocated).
+using ComputeEncodeRef = FunctionRef<void(rt::ComputeEncoder&)>;
+using BlitEncodeRef = FunctionRef<void(rt::BlitEncoder&)>;
 
 class Stream {
  public:
@@ -41,14 +47,14 @@ class Stream {
   rt::PipelineCache& pipelines() { return *pipelines_; }
 
   // Runs `encode` with the stream's open compute encoder (opened if needed).
-  void encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode);
+  void encodeCompute(ComputeEncodeRef encode);
   // Like encodeCompute, for code outside metalx (C++ extensions): while `encode` runs,
   // anything else that would encode on or commit this stream from inside it (a metalx
   // op the callback calls) throws Error(Validation) instead, because it would change
   // the pipeline and bindings of the encoder the callback is using, or end it.
-  void encodeComputeExclusive(const std::function<void(rt::ComputeEncoder&)>& encode);
+  void encodeComputeExclusive(ComputeEncodeRef encode);
   // Runs `encode` with a blit encoder (ending the compute encoder first).
-  void encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode);
+  void encodeBlit(BlitEncodeRef encode);
   // The device waits for / signals `event` at this point of the stream.
   void encodeWait(const rt::EventPtr& event, uint64_t value);
   void encodeSignal(const rt::EventPtr& event, uint64_t value);
@@ -89,7 +95,8 @@ class Stream {
   void beginTracedCommand();
   void endTracedCommand(const std::string& name, CommandKind kind, uint64_t bytes);
   void checkNotExclusive(const char* what) const;  // needs encode_mutex_
-  void encodeComputeWith(const std::function<void(rt::ComputeEncoder&)>& encode, bool exclusive);
+  void encodeComputeWith(ComputeEncodeRef encode, bool exclusive);
+  void encodeComputeTraced(ComputeEncodeRef encode, bool exclusive);
 
   rt::Device& device_;
   const int device_index_;
