@@ -39,6 +39,7 @@ double highWatermarkRatio() {
 }  // namespace
 
 struct CachingAllocator::Segment {
+  CachingAllocator* owner;
   rt::BufferPtr buffer;
   size_t size;
   bool small;
@@ -70,6 +71,9 @@ void* CachingAllocator::pointer(const Block* b) {
   return static_cast<char*>(b->segment->buffer->contents()) + b->offset;
 }
 size_t CachingAllocator::size(const Block* b) { return b->size; }
+CachingAllocator& CachingAllocator::owner(const Block* b) { return *b->segment->owner; }
+const rt::BufferPtr& CachingAllocator::buffer(const Block* b) { return b->segment->buffer; }
+size_t CachingAllocator::offset(const Block* b) { return b->offset; }
 
 uint64_t CachingAllocator::defaultLimit(const rt::Device& device) {
   return static_cast<uint64_t>(highWatermarkRatio() *
@@ -96,7 +100,7 @@ CachingAllocator::Segment* CachingAllocator::newSegment(size_t size, bool small)
     if (e.kind() == rt::ErrorKind::OutOfMemory) return nullptr;
     throw;
   }
-  auto* s = new Segment{buffer, size, small};
+  auto* s = new Segment{this, buffer, size, small};
   segments_[reinterpret_cast<uintptr_t>(buffer->contents())] = s;
   stats_.reserved_bytes += size;
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
@@ -180,6 +184,25 @@ void CachingAllocator::recordStream(Block* block, Stream& stream) {
 }
 
 void CachingAllocator::free(Block* block) {
+  // The block's owner is freeing it, so nothing else reads or changes its streams now
+  // (recordStream needs the owner alive): they can be read before taking the lock.
+  if (block->other_streams.empty()) {
+    // Used on one stream only, and everything encoded there has completed (a tensor
+    // made and dropped with no work in flight): reusable at once, in one locked step.
+    // The stream is asked before taking mutex_ (stream locks come first).
+    Stream& s = *block->stream;
+    if (s.completedSequence() >= s.currentSequence()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      block->allocated = false;
+      stats_.allocated_bytes -= block->size;
+      stats_.requested_bytes -= block->requested;
+      --stats_.active_blocks;
+      ++stats_.frees;
+      --block->segment->live_blocks;
+      insertFree(block);
+      return;
+    }
+  }
   std::vector<Stream*> streams;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -100,6 +100,12 @@ class CachingAllocator {
 
   static void* pointer(const Block* block);
   static size_t size(const Block* block);
+  // The allocator a block came from (to free it through).
+  static CachingAllocator& owner(const Block* block);
+  // The buffer a block is carved from and the block's byte offset in it. Lock-free:
+  // neither changes while the block is allocated.
+  static const rt::BufferPtr& buffer(const Block* block);
+  static size_t offset(const Block* block);
 
   // Defaults: METALX_HIGH_WATERMARK_RATIO (1.7, as MPS) x recommended working set.
   static uint64_t defaultLimit(const rt::Device& device);
