@@ -15,6 +15,9 @@ namespace metalsim {
 class SimPipeline;
 
 struct DispatchCommand {
+  // User-provided, so that making one in place (value-initialisation) does not zero the
+  // whole command first: only the members with initialisers below are set.
+  DispatchCommand() {}  // NOLINT(modernize-use-equals-default)
   std::shared_ptr<SimPipeline> pipeline;
   kabi::Launch launch{};                  // buffer pointers resolved at execution
   kabi::U3 groups{};                      // threadgroups in the grid
