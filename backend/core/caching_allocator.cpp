@@ -86,6 +86,8 @@ CachingAllocator::CachingAllocator(rt::Device& device, int device_index, uint64_
 CachingAllocator::~CachingAllocator() {
   // Blocks still allocated belong to their owners; the allocator outlives them in
   // practice (one per device for the process).
+  for (StreamFrees& queue : pending_)
+    for (PendingFree& f : queue.frees) delete f.block;
   for (Block* b : small_pool_) delete b;
   for (Block* b : large_pool_) delete b;
   for (auto& [base, segment] : segments_) delete segment;
@@ -154,6 +156,7 @@ CachingAllocator::Block* CachingAllocator::allocate(size_t requested, Stream& st
   const bool small = requested <= kSmallRequest;
   const size_t rounded = roundUp(requested, kBlockAlignment);
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   Block* b = allocateLocked(rounded, small, stream);
   if (!b) {
     // Over the limit or out of device memory: give cached memory back and try again.
@@ -187,21 +190,31 @@ void CachingAllocator::free(Block* block) {
   // The block's owner is freeing it, so nothing else reads or changes its streams now
   // (recordStream needs the owner alive): they can be read before taking the lock.
   if (block->other_streams.empty()) {
-    // Used on one stream only, and everything encoded there has completed (a tensor
-    // made and dropped with no work in flight): reusable at once, in one locked step.
-    // The stream is asked before taking mutex_ (stream locks come first).
+    // Used on one stream only: reusable at once if everything encoded there has
+    // completed (a tensor made and dropped with no work in flight), else once the
+    // stream completes the command buffer encoded now (see pending_). The stream is
+    // asked before taking mutex_ (stream locks come first).
     Stream& s = *block->stream;
-    if (s.completedSequence() >= s.currentSequence()) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      block->allocated = false;
-      stats_.allocated_bytes -= block->size;
-      stats_.requested_bytes -= block->requested;
-      --stats_.active_blocks;
-      ++stats_.frees;
+    const uint64_t sequence = s.currentSequence();
+    auto counter = s.completedCounter();
+    std::lock_guard<std::mutex> lock(mutex_);
+    block->allocated = false;
+    stats_.allocated_bytes -= block->size;
+    stats_.requested_bytes -= block->requested;
+    --stats_.active_blocks;
+    ++stats_.frees;
+    if (counter->load(std::memory_order_acquire) >= sequence) {
       --block->segment->live_blocks;
       insertFree(block);
       return;
     }
+    block->pending = true;
+    stats_.pending_free_bytes += block->size;
+    auto queue = std::find_if(pending_.begin(), pending_.end(),
+                              [&](const StreamFrees& q) { return q.completed == counter; });
+    if (queue == pending_.end()) queue = pending_.insert(pending_.end(), StreamFrees{std::move(counter), {}});
+    queue->frees.push_back({block, sequence});
+    return;
   }
   std::vector<Stream*> streams;
   {
@@ -220,6 +233,20 @@ void CachingAllocator::free(Block* block) {
   // Outside the lock: a stream may call back at once, and encoding code may allocate
   // while holding the stream's lock (so the order is always stream, then allocator).
   for (Stream* s : streams) s->onCompleted(s->currentSequence(), [this, block] { finishFree(block); });
+}
+
+void CachingAllocator::reclaimCompletedLocked() {
+  for (StreamFrees& queue : pending_) {
+    const uint64_t completed = queue.completed->load(std::memory_order_acquire);
+    while (!queue.frees.empty() && queue.frees.front().sequence <= completed) {
+      Block* b = queue.frees.front().block;
+      queue.frees.pop_front();
+      b->pending = false;
+      stats_.pending_free_bytes -= b->size;
+      --b->segment->live_blocks;
+      insertFree(b);
+    }
+  }
 }
 
 void CachingAllocator::finishFree(Block* block) {
@@ -282,11 +309,13 @@ void CachingAllocator::releaseFreeSegments() {
 
 void CachingAllocator::emptyCache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   releaseFreeSegments();
 }
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   return stats_;
 }
 
@@ -327,6 +356,7 @@ double CachingAllocator::memoryFraction() const {
 
 std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   std::vector<SegmentSnapshot> out;
   out.reserve(segments_.size());
   for (const auto& [base, segment] : segments_) {  // ordered by address

@@ -292,7 +292,7 @@ bool Stream::query() {
 void Stream::onCompleted(uint64_t sequence, std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(completion_mutex_);
-    if (completed_.load(std::memory_order_acquire) < sequence) {
+    if (completed_->load(std::memory_order_acquire) < sequence) {
       waiting_.emplace(sequence, std::move(fn));
       return;
     }
@@ -305,7 +305,7 @@ void Stream::completed(uint64_t sequence, const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(completion_mutex_);
     if (!error.empty() && first_error_.empty()) first_error_ = error;
-    completed_.store(sequence, std::memory_order_release);
+    completed_->store(sequence, std::memory_order_release);
     auto end = waiting_.upper_bound(sequence);
     for (auto it = waiting_.begin(); it != end; ++it) ready.push_back(std::move(it->second));
     waiting_.erase(waiting_.begin(), end);

@@ -67,7 +67,11 @@ class Stream {
   // The number of the command buffer work encoded now goes into.
   uint64_t currentSequence() const;
   // Every command buffer numbered up to this has completed (or failed).
-  uint64_t completedSequence() const { return completed_.load(std::memory_order_acquire); }
+  uint64_t completedSequence() const { return completed_->load(std::memory_order_acquire); }
+  // The counter completedSequence() reads, shared: it stays readable after the stream is
+  // gone (when it reads as everything completed, since destroying a stream waits for
+  // its work), so a caller may keep it to poll without holding the stream.
+  std::shared_ptr<const std::atomic<uint64_t>> completedCounter() const { return completed_; }
 
   // Commits what has been encoded, without waiting.
   void flush();
@@ -115,7 +119,7 @@ class Stream {
   uint64_t last_committed_ = 0;
   rt::CommandBufferPtr last_committed_cb_;
 
-  std::atomic<uint64_t> completed_{0};
+  std::shared_ptr<std::atomic<uint64_t>> completed_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::mutex completion_mutex_;
   std::multimap<uint64_t, std::function<void()>> waiting_;  // sequence -> callbacks
   std::string first_error_;
