@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -20,29 +21,31 @@
 namespace metalx {
 namespace {
 
-// One caching allocator per device, created on first use, kept for the process.
+// One caching allocator per device, created on first use, kept for the process (leaked:
+// storages freed during exit still reach it). Every allocation and bufferFor() asks for
+// it, so once made it is read without a lock.
+constexpr c10::DeviceIndex kMaxAllocatorDevices = 64;
+
 CachingAllocator& cachingAllocator(c10::DeviceIndex index) {
-  // The vector is leaked with them: storages freed during exit still reach it.
+  static std::atomic<CachingAllocator*> allocators[kMaxAllocatorDevices];
+  if (index >= 0 && index < kMaxAllocatorDevices)
+    if (CachingAllocator* a = allocators[index].load(std::memory_order_acquire)) return *a;
   static std::mutex mutex;
-  static auto* allocators = new std::vector<CachingAllocator*>();
   std::lock_guard<std::mutex> lock(mutex);
-  if (allocators->empty()) allocators->resize(static_cast<size_t>(deviceCount()), nullptr);
   checkDeviceIndex(index);
-  auto& slot = (*allocators)[static_cast<size_t>(index)];
-  if (!slot) slot = new CachingAllocator(runtimeDevice(index), index);
-  return *slot;
+  TORCH_CHECK(index < kMaxAllocatorDevices, "metalx supports at most ", int(kMaxAllocatorDevices), " devices");
+  CachingAllocator* a = allocators[index].load(std::memory_order_relaxed);
+  if (!a) {
+    a = new CachingAllocator(runtimeDevice(index), index);
+    allocators[index].store(a, std::memory_order_release);
+  }
+  return *a;
 }
 
-// What a DataPtr owns: its block, and the allocator to give it back to.
-struct Allocation {
-  CachingAllocator* allocator;
-  CachingAllocator::Block* block;
-};
-
+// A DataPtr's context is its block, which knows its allocator.
 void releaseAllocation(void* context) {
-  auto* a = static_cast<Allocation*>(context);
-  a->allocator->free(a->block);
-  delete a;
+  auto* block = static_cast<CachingAllocator::Block*>(context);
+  CachingAllocator::owner(block).free(block);
 }
 
 void releaseNothing(void*) {}
@@ -60,8 +63,7 @@ c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes) {
   } catch (const OutOfMemoryError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   }
-  return c10::DataPtr(CachingAllocator::pointer(block), new Allocation{&allocator, block},
-                      &releaseAllocation, device);
+  return c10::DataPtr(CachingAllocator::pointer(block), block, &releaseAllocation, device);
 }
 
 namespace {
@@ -95,13 +97,14 @@ class MetalxDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
-    auto* a = static_cast<Allocation*>(ptr.get_context());
-    if (!a || ptr.get_deleter() != &releaseAllocation) return;
+    auto* block = static_cast<CachingAllocator::Block*>(ptr.get_context());
+    if (!block || ptr.get_deleter() != &releaseAllocation) return;
+    CachingAllocator& allocator = CachingAllocator::owner(block);
     TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
                 "record_stream: the stream is not a metalx stream");
-    TORCH_CHECK(stream.device_index() == a->allocator->deviceIndex(), "record_stream: the stream is on metalx:",
-                stream.device_index(), " but the tensor's memory is on metalx:", a->allocator->deviceIndex());
-    a->allocator->recordStream(a->block, streamFor(stream));
+    TORCH_CHECK(stream.device_index() == allocator.deviceIndex(), "record_stream: the stream is on metalx:",
+                stream.device_index(), " but the tensor's memory is on metalx:", allocator.deviceIndex());
+    allocator.recordStream(block, streamFor(stream));
   }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -163,6 +166,17 @@ std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr) {
   for (c10::DeviceIndex i = 0; i < deviceCount(); ++i)
     if (cachingAllocator(i).lookup(ptr, &buffer, &offset)) return {std::move(buffer), offset};
   TORCH_CHECK(false, "metalx: pointer ", ptr, " is not in any live metalx allocation");
+}
+
+std::pair<rt::BufferPtr, size_t> bufferFor(const at::Tensor& tensor) {
+  const c10::DataPtr& storage = tensor.storage().data_ptr();
+  if (storage.get_deleter() != &releaseAllocation) return bufferFor(tensor.const_data_ptr());
+  // The storage keeps its block allocated, and an allocated block's buffer and offset
+  // never change: no lock needed.
+  const auto* block = static_cast<const CachingAllocator::Block*>(storage.get_context());
+  const size_t into = static_cast<size_t>(static_cast<const char*>(tensor.const_data_ptr()) -
+                                          static_cast<const char*>(storage.get()));
+  return {CachingAllocator::buffer(block), CachingAllocator::offset(block) + into};
 }
 
 c10::DeviceIndex deviceOfPointer(const void* ptr) {

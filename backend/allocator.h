@@ -2,8 +2,8 @@
 //
 // Every tensor storage on a metalx device is one runtime buffer (shared storage:
 // the CPU can address it). The storage's data pointer is the buffer's contents(),
-// so kernels need the buffer back from a tensor's data pointer: bufferFor() finds
-// it in a registry of live allocations.
+// so kernels need the buffer back from a tensor: bufferFor(tensor) reads it from the
+// storage's allocation; bufferFor(pointer) finds it in the registry of live buffers.
 //
 // Memory comes from a caching allocator per device (core/caching_allocator.h): size
 // classes, reuse after in-flight work, a hard limit, statistics.
@@ -20,6 +20,10 @@
 #include "core/caching_allocator.h"
 #include "metalx/runtime/buffer.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace metalx {
 
 // The allocator registered for the metalx device type (REGISTER_ALLOCATOR).
@@ -32,6 +36,10 @@ c10::DataPtr allocateOn(c10::DeviceIndex index, size_t nbytes);
 // also point one past the end of a buffer (an empty view at its end). Throws a
 // c10::Error if no live metalx allocation contains `ptr`.
 std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr);
+// The buffer holding `tensor`'s first element (data_ptr()) and that element's byte
+// offset in it. Constant time and lock-free for storages metalx allocated (what a
+// kernel launch binds per op); others go through the registry as bufferFor(pointer).
+std::pair<rt::BufferPtr, size_t> bufferFor(const at::Tensor& tensor);
 
 // The device index owning `ptr`, or -1 if `ptr` is not in a live metalx allocation.
 c10::DeviceIndex deviceOfPointer(const void* ptr);

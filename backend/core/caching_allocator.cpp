@@ -39,6 +39,7 @@ double highWatermarkRatio() {
 }  // namespace
 
 struct CachingAllocator::Segment {
+  CachingAllocator* owner;
   rt::BufferPtr buffer;
   size_t size;
   bool small;
@@ -70,6 +71,9 @@ void* CachingAllocator::pointer(const Block* b) {
   return static_cast<char*>(b->segment->buffer->contents()) + b->offset;
 }
 size_t CachingAllocator::size(const Block* b) { return b->size; }
+CachingAllocator& CachingAllocator::owner(const Block* b) { return *b->segment->owner; }
+const rt::BufferPtr& CachingAllocator::buffer(const Block* b) { return b->segment->buffer; }
+size_t CachingAllocator::offset(const Block* b) { return b->offset; }
 
 uint64_t CachingAllocator::defaultLimit(const rt::Device& device) {
   return static_cast<uint64_t>(highWatermarkRatio() *
@@ -82,6 +86,8 @@ CachingAllocator::CachingAllocator(rt::Device& device, int device_index, uint64_
 CachingAllocator::~CachingAllocator() {
   // Blocks still allocated belong to their owners; the allocator outlives them in
   // practice (one per device for the process).
+  for (StreamFrees& queue : pending_)
+    for (PendingFree& f : queue.frees) delete f.block;
   for (Block* b : small_pool_) delete b;
   for (Block* b : large_pool_) delete b;
   for (auto& [base, segment] : segments_) delete segment;
@@ -96,7 +102,7 @@ CachingAllocator::Segment* CachingAllocator::newSegment(size_t size, bool small)
     if (e.kind() == rt::ErrorKind::OutOfMemory) return nullptr;
     throw;
   }
-  auto* s = new Segment{buffer, size, small};
+  auto* s = new Segment{this, buffer, size, small};
   segments_[reinterpret_cast<uintptr_t>(buffer->contents())] = s;
   stats_.reserved_bytes += size;
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
@@ -150,6 +156,7 @@ CachingAllocator::Block* CachingAllocator::allocate(size_t requested, Stream& st
   const bool small = requested <= kSmallRequest;
   const size_t rounded = roundUp(requested, kBlockAlignment);
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   Block* b = allocateLocked(rounded, small, stream);
   if (!b) {
     // Over the limit or out of device memory: give cached memory back and try again.
@@ -180,6 +187,35 @@ void CachingAllocator::recordStream(Block* block, Stream& stream) {
 }
 
 void CachingAllocator::free(Block* block) {
+  // The block's owner is freeing it, so nothing else reads or changes its streams now
+  // (recordStream needs the owner alive): they can be read before taking the lock.
+  if (block->other_streams.empty()) {
+    // Used on one stream only: reusable at once if everything encoded there has
+    // completed (a tensor made and dropped with no work in flight), else once the
+    // stream completes the command buffer encoded now (see pending_). The stream is
+    // asked before taking mutex_ (stream locks come first).
+    Stream& s = *block->stream;
+    const uint64_t sequence = s.currentSequence();
+    auto counter = s.completedCounter();
+    std::lock_guard<std::mutex> lock(mutex_);
+    block->allocated = false;
+    stats_.allocated_bytes -= block->size;
+    stats_.requested_bytes -= block->requested;
+    --stats_.active_blocks;
+    ++stats_.frees;
+    if (counter->load(std::memory_order_acquire) >= sequence) {
+      --block->segment->live_blocks;
+      insertFree(block);
+      return;
+    }
+    block->pending = true;
+    stats_.pending_free_bytes += block->size;
+    auto queue = std::find_if(pending_.begin(), pending_.end(),
+                              [&](const StreamFrees& q) { return q.completed == counter; });
+    if (queue == pending_.end()) queue = pending_.insert(pending_.end(), StreamFrees{std::move(counter), {}});
+    queue->frees.push_back({block, sequence});
+    return;
+  }
   std::vector<Stream*> streams;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -197,6 +233,20 @@ void CachingAllocator::free(Block* block) {
   // Outside the lock: a stream may call back at once, and encoding code may allocate
   // while holding the stream's lock (so the order is always stream, then allocator).
   for (Stream* s : streams) s->onCompleted(s->currentSequence(), [this, block] { finishFree(block); });
+}
+
+void CachingAllocator::reclaimCompletedLocked() {
+  for (StreamFrees& queue : pending_) {
+    const uint64_t completed = queue.completed->load(std::memory_order_acquire);
+    while (!queue.frees.empty() && queue.frees.front().sequence <= completed) {
+      Block* b = queue.frees.front().block;
+      queue.frees.pop_front();
+      b->pending = false;
+      stats_.pending_free_bytes -= b->size;
+      --b->segment->live_blocks;
+      insertFree(b);
+    }
+  }
 }
 
 void CachingAllocator::finishFree(Block* block) {
@@ -259,11 +309,13 @@ void CachingAllocator::releaseFreeSegments() {
 
 void CachingAllocator::emptyCache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   releaseFreeSegments();
 }
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   return stats_;
 }
 
@@ -304,6 +356,7 @@ double CachingAllocator::memoryFraction() const {
 
 std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  reclaimCompletedLocked();
   std::vector<SegmentSnapshot> out;
   out.reserve(segments_.size());
   for (const auto& [base, segment] : segments_) {  // ordered by address

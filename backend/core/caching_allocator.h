@@ -16,8 +16,10 @@
 // All methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -100,6 +102,12 @@ class CachingAllocator {
 
   static void* pointer(const Block* block);
   static size_t size(const Block* block);
+  // The allocator a block came from (to free it through).
+  static CachingAllocator& owner(const Block* block);
+  // The buffer a block is carved from and the block's byte offset in it. Lock-free:
+  // neither changes while the block is allocated.
+  static const rt::BufferPtr& buffer(const Block* block);
+  static size_t offset(const Block* block);
 
   // Defaults: METALX_HIGH_WATERMARK_RATIO (1.7, as MPS) x recommended working set.
   static uint64_t defaultLimit(const rt::Device& device);
@@ -117,6 +125,11 @@ class CachingAllocator {
   void insertFree(Block* block);  // merges with free neighbours
   void releaseFreeSegments();
   void finishFree(Block* block);  // its in-flight work is done: make it reusable
+  // Makes reusable the blocks of pending_ whose stream has completed their work.
+  void reclaimCompletedLocked();
+  // For const methods that report state: reclaiming is logically const (it does what
+  // the completion of the work did before anyone looked).
+  void reclaimCompletedLocked() const { const_cast<CachingAllocator*>(this)->reclaimCompletedLocked(); }
   std::string oomMessage(size_t requested) const;
 
   rt::Device& device_;
@@ -126,6 +139,19 @@ class CachingAllocator {
   double fraction_ = 0;  // set by setMemoryFraction; 0: the limit comes from elsewhere
   Pool small_pool_, large_pool_;
   std::map<uintptr_t, Segment*> segments_;  // by base address, for lookup()
+  // Blocks freed while work on their one stream may still use them, per stream in the
+  // order freed: a stream's sequence numbers only grow, so each queue is sorted and
+  // reclaiming pops from its front. Checked on allocation (and by stats, snapshots and
+  // emptyCache), so a free costs no completion callback.
+  struct PendingFree {
+    Block* block;
+    uint64_t sequence;
+  };
+  struct StreamFrees {
+    std::shared_ptr<const std::atomic<uint64_t>> completed;  // the stream's completedCounter()
+    std::deque<PendingFree> frees;
+  };
+  std::vector<StreamFrees> pending_;
   AllocatorStats stats_;
 };
 

@@ -113,42 +113,52 @@ void Stream::countCommand() {
 // Only the thread holding encode_mutex_ can get here while exclusive_ is set (the
 // mutex is recursive), so this catches re-entry from the exclusive callback itself.
 void Stream::checkNotExclusive(const char* what) const {
-  rt::check(!exclusive_, rt::ErrorKind::Validation,
-            std::string(what) + " on metalx stream " + std::to_string(id_) +
-                " from inside a C++ extension's encodeCompute callback: it would change or end "
-                "the encoder the callback is using; run metalx ops before or after encodeCompute");
+  rt::checkWith(!exclusive_, rt::ErrorKind::Validation, [&] {
+    return std::string(what) + " on metalx stream " + std::to_string(id_) +
+           " from inside a C++ extension's encodeCompute callback: it would change or end "
+           "the encoder the callback is using; run metalx ops before or after encodeCompute";
+  });
 }
 
-void Stream::encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode) {
-  encodeComputeWith(encode, false);
-}
+void Stream::encodeCompute(ComputeEncodeRef encode) { encodeComputeWith(encode, false); }
 
-void Stream::encodeComputeExclusive(const std::function<void(rt::ComputeEncoder&)>& encode) {
-  encodeComputeWith(encode, true);
-}
+void Stream::encodeComputeExclusive(ComputeEncodeRef encode) { encodeComputeWith(encode, true); }
 
-void Stream::encodeComputeWith(const std::function<void(rt::ComputeEncoder&)>& encode, bool exclusive) {
+void Stream::encodeComputeWith(ComputeEncodeRef encode, bool exclusive) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
   checkNotExclusive("compute work encoded");
-  const bool traced = command_trace::enabled() && tracing_depth_ == 0;
-  if (traced) beginTracedCommand();
+  if (command_trace::enabled() && tracing_depth_ == 0) {
+    encodeComputeTraced(encode, exclusive);
+    return;
+  }
+  if (!compute_) compute_ = commandBuffer().computeEncoder();
+  exclusive_ = exclusive;
+  try {
+    encode(*compute_);
+  } catch (...) {
+    exclusive_ = false;
+    throw;
+  }
+  exclusive_ = false;
+  countCommand();
+}
+
+// The traced form of encodeComputeWith (encode_mutex_ held): the command gets a command
+// buffer of its own, named after the kernels it dispatched.
+void Stream::encodeComputeTraced(ComputeEncodeRef encode, bool exclusive) {
+  beginTracedCommand();
   if (!compute_) compute_ = commandBuffer().computeEncoder();
   NamingComputeEncoder naming(*compute_);
   exclusive_ = exclusive;
   try {
-    if (traced) encode(naming);
-    else encode(*compute_);
+    encode(naming);
   } catch (...) {
     exclusive_ = false;
-    if (traced) --tracing_depth_;
+    --tracing_depth_;
     throw;
   }
   exclusive_ = false;
-  if (traced) {
-    endTracedCommand(naming.name.empty() ? "kernel" : naming.name, CommandKind::Kernel, 0);
-    return;
-  }
-  countCommand();
+  endTracedCommand(naming.name.empty() ? "kernel" : naming.name, CommandKind::Kernel, 0);
 }
 
 void Stream::beginTracedCommand() {
@@ -168,7 +178,7 @@ void Stream::endTracedCommand(const std::string& name, CommandKind kind, uint64_
   commitLocked();
 }
 
-void Stream::encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode) {
+void Stream::encodeBlit(BlitEncodeRef encode) {
   std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
   checkNotExclusive("blit work encoded");
   const bool traced = command_trace::enabled() && tracing_depth_ == 0;
@@ -282,7 +292,7 @@ bool Stream::query() {
 void Stream::onCompleted(uint64_t sequence, std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(completion_mutex_);
-    if (completed_.load(std::memory_order_acquire) < sequence) {
+    if (completed_->load(std::memory_order_acquire) < sequence) {
       waiting_.emplace(sequence, std::move(fn));
       return;
     }
@@ -295,7 +305,7 @@ void Stream::completed(uint64_t sequence, const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(completion_mutex_);
     if (!error.empty() && first_error_.empty()) first_error_ = error;
-    completed_.store(sequence, std::memory_order_release);
+    completed_->store(sequence, std::memory_order_release);
     auto end = waiting_.upper_bound(sequence);
     for (auto it = waiting_.begin(); it != end; ++it) ready.push_back(std::move(it->second));
     waiting_.erase(waiting_.begin(), end);

@@ -21,9 +21,15 @@
 #include <string>
 
 #include "core/command_trace.h"
+#include "core/function_ref.h"
 #include "metalx/runtime/runtime.h"
 
 namespace metalx {
+
+// What encodeCompute / encodeBlit run: a callable taking the encoder, called before they
+// return (so a lambda written at the call site; nothing is copied or allocated).
+using ComputeEncodeRef = FunctionRef<void(rt::ComputeEncoder&)>;
+using BlitEncodeRef = FunctionRef<void(rt::BlitEncoder&)>;
 
 class Stream {
  public:
@@ -41,14 +47,14 @@ class Stream {
   rt::PipelineCache& pipelines() { return *pipelines_; }
 
   // Runs `encode` with the stream's open compute encoder (opened if needed).
-  void encodeCompute(const std::function<void(rt::ComputeEncoder&)>& encode);
+  void encodeCompute(ComputeEncodeRef encode);
   // Like encodeCompute, for code outside metalx (C++ extensions): while `encode` runs,
   // anything else that would encode on or commit this stream from inside it (a metalx
   // op the callback calls) throws Error(Validation) instead, because it would change
   // the pipeline and bindings of the encoder the callback is using, or end it.
-  void encodeComputeExclusive(const std::function<void(rt::ComputeEncoder&)>& encode);
+  void encodeComputeExclusive(ComputeEncodeRef encode);
   // Runs `encode` with a blit encoder (ending the compute encoder first).
-  void encodeBlit(const std::function<void(rt::BlitEncoder&)>& encode);
+  void encodeBlit(BlitEncodeRef encode);
   // The device waits for / signals `event` at this point of the stream.
   void encodeWait(const rt::EventPtr& event, uint64_t value);
   void encodeSignal(const rt::EventPtr& event, uint64_t value);
@@ -61,7 +67,11 @@ class Stream {
   // The number of the command buffer work encoded now goes into.
   uint64_t currentSequence() const;
   // Every command buffer numbered up to this has completed (or failed).
-  uint64_t completedSequence() const { return completed_.load(std::memory_order_acquire); }
+  uint64_t completedSequence() const { return completed_->load(std::memory_order_acquire); }
+  // The counter completedSequence() reads, shared: it stays readable after the stream is
+  // gone (when it reads as everything completed, since destroying a stream waits for
+  // its work), so a caller may keep it to poll without holding the stream.
+  std::shared_ptr<const std::atomic<uint64_t>> completedCounter() const { return completed_; }
 
   // Commits what has been encoded, without waiting.
   void flush();
@@ -89,7 +99,8 @@ class Stream {
   void beginTracedCommand();
   void endTracedCommand(const std::string& name, CommandKind kind, uint64_t bytes);
   void checkNotExclusive(const char* what) const;  // needs encode_mutex_
-  void encodeComputeWith(const std::function<void(rt::ComputeEncoder&)>& encode, bool exclusive);
+  void encodeComputeWith(ComputeEncodeRef encode, bool exclusive);
+  void encodeComputeTraced(ComputeEncodeRef encode, bool exclusive);
 
   rt::Device& device_;
   const int device_index_;
@@ -108,7 +119,7 @@ class Stream {
   uint64_t last_committed_ = 0;
   rt::CommandBufferPtr last_committed_cb_;
 
-  std::atomic<uint64_t> completed_{0};
+  std::shared_ptr<std::atomic<uint64_t>> completed_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::mutex completion_mutex_;
   std::multimap<uint64_t, std::function<void()>> waiting_;  // sequence -> callbacks
   std::string first_error_;

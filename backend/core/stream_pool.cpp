@@ -19,7 +19,14 @@ struct DeviceStreams {
   std::atomic<unsigned> next_pool{0};
 };
 
+// Devices whose streams are reached without a lock once made (every op asks for its
+// current stream).
+constexpr int kMaxFastDevices = 64;
+
 DeviceStreams& deviceStreams(int device_index) {
+  static std::atomic<DeviceStreams*> made[kMaxFastDevices];
+  if (device_index >= 0 && device_index < kMaxFastDevices)
+    if (DeviceStreams* d = made[device_index].load(std::memory_order_acquire)) return *d;
   // Leaked with the streams: storages freed during exit still reach their stream.
   static std::mutex mutex;
   static auto* all = new std::vector<DeviceStreams*>();
@@ -34,6 +41,7 @@ DeviceStreams& deviceStreams(int device_index) {
   if (!slot) {
     slot = new DeviceStreams();
     slot->pipelines = std::make_unique<rt::PipelineCache>(rt::device(device_index));
+    if (device_index < kMaxFastDevices) made[device_index].store(slot, std::memory_order_release);
   }
   return *slot;
 }
@@ -51,11 +59,9 @@ Stream& streamAt(int device_index, size_t slot) {
   return *s;
 }
 
-// This thread's current stream per device (null: the default stream).
-std::vector<Stream*>& threadCurrent() {
-  thread_local std::vector<Stream*> current;
-  return current;
-}
+// This thread's current stream per device (null: the default stream). A plain array:
+// a thread_local with nothing to construct or destroy is read without a guard.
+thread_local Stream* t_current[kMaxFastDevices] = {};
 
 }  // namespace
 
@@ -75,18 +81,18 @@ Stream& streamFromPool(int device_index) {
 }
 
 Stream& currentStream(int device_index) {
-  auto& current = threadCurrent();
-  if (device_index >= 0 && static_cast<size_t>(device_index) < current.size() && current[device_index])
-    return *current[device_index];
+  if (device_index >= 0 && device_index < kMaxFastDevices)
+    if (Stream* s = t_current[device_index]) return *s;
   return defaultStream(device_index);
 }
 
 Stream& setCurrentStream(Stream& stream) {
-  Stream& previous = currentStream(stream.deviceIndex());
-  auto& current = threadCurrent();
-  const auto index = static_cast<size_t>(stream.deviceIndex());
-  if (current.size() <= index) current.resize(index + 1, nullptr);
-  current[index] = &stream;
+  const int index = stream.deviceIndex();
+  if (index < 0 || index >= kMaxFastDevices)
+    throw std::out_of_range("metalx: streams of device " + std::to_string(index) + " cannot be made current (at most " +
+                            std::to_string(kMaxFastDevices) + " devices)");
+  Stream& previous = currentStream(index);
+  t_current[index] = &stream;
   return previous;
 }
 

@@ -83,7 +83,7 @@ at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
 
   // A dense tensor's elements are one range starting at its lowest address: with
   // non-negative strides, that is the element at data_ptr().
-  auto [buffer, offset] = bufferFor(self.data_ptr());
+  auto [buffer, offset] = bufferFor(self);
   const uint64_t count = static_cast<uint64_t>(self.numel());
   Stream& stream = currentStream(self.device().index());
   const rt::ComputePipelinePtr& pipeline = fillPipeline(stream, self.element_size());

@@ -39,7 +39,7 @@ void MetalComputeEncoder::setLabel(const std::string& label) {
 
 void MetalComputeEncoder::endEncoding() {
   validation::ExclusiveUse::Scope scope(use_, "a compute encoder");
-  validation::requireOpen(ended_, "endEncoding", where());
+  validation::requireOpen(ended_, "endEncoding", [this] { return where(); });
   [enc_ endEncoding];
   ended_ = true;
   cb_->rules().ended(this);
@@ -47,7 +47,7 @@ void MetalComputeEncoder::endEncoding() {
 
 void MetalComputeEncoder::setComputePipeline(const ComputePipelinePtr& pipeline) {
   validation::ExclusiveUse::Scope scope(use_, "a compute encoder");
-  validation::requireOpen(ended_, "setComputePipeline", where());
+  validation::requireOpen(ended_, "setComputePipeline", [this] { return where(); });
   auto metal = std::dynamic_pointer_cast<MetalPipeline>(pipeline);
   check(metal && &metal->metalDevice() == &cb_->metalDevice(), ErrorKind::Validation,
         "setComputePipeline: the pipeline belongs to another device than the " + where());
@@ -60,7 +60,7 @@ void MetalComputeEncoder::setComputePipeline(const ComputePipelinePtr& pipeline)
 void MetalComputeEncoder::setBuffer(const BufferPtr& buffer, size_t offset, uint32_t index) {
   validation::ExclusiveUse::Scope scope(use_, "a compute encoder");
   const char* op = "setBuffer";
-  validation::requireOpen(ended_, op, where());
+  validation::requireOpen(ended_, op, [this] { return where(); });
   validation::bindingIndex(index, kMaxBufferBindings, op);
   MetalBuffer& b = checkBuffer(buffer, cb_->metalDevice(), op, where());
   validation::bufferOffset(offset, b.length(), index);
@@ -76,7 +76,7 @@ void MetalComputeEncoder::setBuffer(const BufferPtr& buffer, size_t offset, uint
 void MetalComputeEncoder::setBytes(const void* bytes, size_t length, uint32_t index) {
   validation::ExclusiveUse::Scope scope(use_, "a compute encoder");
   const char* op = "setBytes";
-  validation::requireOpen(ended_, op, where());
+  validation::requireOpen(ended_, op, [this] { return where(); });
   validation::bindingIndex(index, kMaxBufferBindings, op);
   validation::inlineBytes(length);
   [enc_ setBytes:bytes length:length atIndex:index];
@@ -86,7 +86,7 @@ void MetalComputeEncoder::setBytes(const void* bytes, size_t length, uint32_t in
 void MetalComputeEncoder::setThreadgroupMemoryLength(size_t length, uint32_t index) {
   validation::ExclusiveUse::Scope scope(use_, "a compute encoder");
   const char* op = "setThreadgroupMemoryLength";
-  validation::requireOpen(ended_, op, where());
+  validation::requireOpen(ended_, op, [this] { return where(); });
   validation::bindingIndex(index, kMaxThreadgroupMemoryBindings, op);
   validation::threadgroupMemoryLength(length, cb_->metalDevice().info().max_threadgroup_memory_length);
   [enc_ setThreadgroupMemoryLength:length atIndex:index];
@@ -95,12 +95,12 @@ void MetalComputeEncoder::setThreadgroupMemoryLength(size_t length, uint32_t ind
 
 bool MetalComputeEncoder::validateDispatch(Size3 threads, Size3 per_group) {
   return validation::dispatch(pipeline_.get(), threads, per_group, bindings_,
-                              cb_->metalDevice().info().max_threadgroup_memory_length, where());
+                              cb_->metalDevice().info().max_threadgroup_memory_length, [this] { return where(); });
 }
 
 void MetalComputeEncoder::dispatchThreads(Size3 threads, Size3 per_group) {
   validation::ExclusiveUse::Scope scope(use_, "a compute encoder");
-  validation::requireOpen(ended_, "dispatchThreads", where());
+  validation::requireOpen(ended_, "dispatchThreads", [this] { return where(); });
   if (!validateDispatch(threads, per_group)) return;  // an empty grid runs nothing
   // Non-uniform threadgroups (a partial group at each edge): every Apple-silicon GPU
   // supports them.
@@ -109,7 +109,7 @@ void MetalComputeEncoder::dispatchThreads(Size3 threads, Size3 per_group) {
 
 void MetalComputeEncoder::dispatchThreadgroups(Size3 groups, Size3 per_group) {
   validation::ExclusiveUse::Scope scope(use_, "a compute encoder");
-  validation::requireOpen(ended_, "dispatchThreadgroups", where());
+  validation::requireOpen(ended_, "dispatchThreadgroups", [this] { return where(); });
   Size3 threads{groups.width * per_group.width, groups.height * per_group.height,
                 groups.depth * per_group.depth};
   if (!validateDispatch(threads, per_group)) return;
@@ -141,7 +141,7 @@ void MetalBlitEncoder::setLabel(const std::string& label) {
 
 void MetalBlitEncoder::endEncoding() {
   validation::ExclusiveUse::Scope scope(use_, "a blit encoder");
-  validation::requireOpen(ended_, "endEncoding", where());
+  validation::requireOpen(ended_, "endEncoding", [this] { return where(); });
   [enc_ endEncoding];
   ended_ = true;
   cb_->rules().ended(this);
@@ -151,7 +151,7 @@ void MetalBlitEncoder::copyBuffer(const BufferPtr& src, size_t src_offset, const
                                   size_t dst_offset, size_t size) {
   validation::ExclusiveUse::Scope scope(use_, "a blit encoder");
   const char* op = "copyBuffer";
-  validation::requireOpen(ended_, op, where());
+  validation::requireOpen(ended_, op, [this] { return where(); });
   MetalBuffer& s = checkBuffer(src, cb_->metalDevice(), op, where());
   MetalBuffer& d = checkBuffer(dst, cb_->metalDevice(), op, where());
   if (!validation::copy(src_offset, s.length(), dst_offset, d.length(), size, src == dst)) return;
@@ -172,7 +172,7 @@ void MetalBlitEncoder::fillBuffer(const BufferPtr& buffer, size_t offset, size_t
                                   uint8_t value) {
   validation::ExclusiveUse::Scope scope(use_, "a blit encoder");
   const char* op = "fillBuffer";
-  validation::requireOpen(ended_, op, where());
+  validation::requireOpen(ended_, op, [this] { return where(); });
   MetalBuffer& b = checkBuffer(buffer, cb_->metalDevice(), op, where());
   validation::fill(offset, length, b.length());
   for (size_t done = 0; done < length;) {

@@ -24,7 +24,9 @@ double simClockSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
 }
 
-SimCommandBuffer::SimCommandBuffer(std::shared_ptr<SimQueue> queue) : queue_(std::move(queue)) {}
+SimCommandBuffer::SimCommandBuffer(std::shared_ptr<SimQueue> queue) : queue_(std::move(queue)) {
+  commands_.reserve(kReservedCommands);
+}
 
 SimDevice& SimCommandBuffer::device() { return queue_->simDevice(); }
 
@@ -155,8 +157,11 @@ void SimCommandBuffer::finish(CommandBufferStatus final_status, const std::strin
     error_ = error;
   }
   // Release what the commands kept alive before anyone is told we are done, so a
-  // caller that frees memory after waiting sees the buffers' references dropped.
-  commands_.clear();
+  // caller that frees memory after waiting sees the buffers' references dropped. The
+  // commands' own storage stays until the command buffer is destroyed, usually on the
+  // thread that encoded it: freeing it here, on the queue's thread, would hand the
+  // encoding thread's memory across threads and make both contend in malloc.
+  for (auto& command : commands_) std::visit([](auto& c) { c.releaseReferences(); }, command);
   // Handlers see the final status, and run before waiters wake: callers rely on their
   // effects once waitUntilCompleted() returns (e.g. the allocator reusing blocks).
   status_.store(final_status, std::memory_order_release);

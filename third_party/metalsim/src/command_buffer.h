@@ -41,6 +41,11 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
   // For encoders.
   SimDevice& device();
   void append(Command command) { commands_.push_back(std::move(command)); }
+  // A new, empty dispatch command at the end, for the compute encoder to fill in place
+  // (a DispatchCommand is large; building it elsewhere and moving it in costs a copy).
+  DispatchCommand& appendDispatch() {
+    return std::get<DispatchCommand>(commands_.emplace_back(std::in_place_type<DispatchCommand>));
+  }
   void encoderEnded(SimEncoderBase* encoder);
   void encoderAbandoned(SimEncoderBase* encoder, const std::string& what);
   // "command buffer 'label'" for messages.
@@ -54,6 +59,8 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
 
   std::shared_ptr<SimQueue> queue_;
   metalx::rt::validation::CommandBufferRules rules_;  // label, open encoder, committed
+  // Room for a stream's batch (metalx commits every 16 commands) without regrowing.
+  static constexpr size_t kReservedCommands = 16;
   std::vector<Command> commands_;
   std::vector<std::function<void(metalx::rt::CommandBuffer&)>> handlers_;
   ExclusiveUse use_;

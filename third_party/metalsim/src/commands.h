@@ -15,6 +15,9 @@ namespace metalsim {
 class SimPipeline;
 
 struct DispatchCommand {
+  // User-provided, so that making one in place (value-initialisation) does not zero the
+  // whole command first: only the members with initialisers below are set.
+  DispatchCommand() {}  // NOLINT(modernize-use-equals-default)
   std::shared_ptr<SimPipeline> pipeline;
   kabi::Launch launch{};                  // buffer pointers resolved at execution
   kabi::U3 groups{};                      // threadgroups in the grid
@@ -24,30 +27,44 @@ struct DispatchCommand {
     size_t offset;                        // into buffer, or into inline_bytes
   };
   std::vector<Binding> bindings;          // only the indices the kernel declares
-  std::vector<unsigned char> inline_bytes;
+  // setBytes data, each at a 16-byte aligned offset: in small_bytes when it fits (most
+  // kernels take a few scalars), so recording a dispatch allocates nothing for them.
+  static constexpr size_t kSmallBytes = 128;
+  alignas(16) unsigned char small_bytes[kSmallBytes];
+  std::vector<unsigned char> large_bytes;
+  size_t inline_size = 0;
+  unsigned char* inlineBytes() { return inline_size <= kSmallBytes ? small_bytes : large_bytes.data(); }
   size_t threadgroup_lengths[kabi::kMaxBindings] = {};
   std::string encoder_label;
+  void releaseReferences() {
+    pipeline.reset();
+    for (auto& b : bindings) b.buffer.reset();
+  }
 };
 
 struct CopyCommand {
   metalx::rt::BufferPtr src, dst;
   size_t src_offset, dst_offset, size;
+  void releaseReferences() { src.reset(), dst.reset(); }
 };
 
 struct FillCommand {
   metalx::rt::BufferPtr buffer;
   size_t offset, length;
   uint8_t value;
+  void releaseReferences() { buffer.reset(); }
 };
 
 struct WaitCommand {
   metalx::rt::EventPtr event;
   uint64_t value;
+  void releaseReferences() { event.reset(); }
 };
 
 struct SignalCommand {
   metalx::rt::EventPtr event;
   uint64_t value;
+  void releaseReferences() { event.reset(); }
 };
 
 using Command = std::variant<DispatchCommand, CopyCommand, FillCommand, WaitCommand, SignalCommand>;

@@ -23,10 +23,10 @@ void SimComputeEncoder::endEncoding() {
 void SimComputeEncoder::setComputePipeline(const metalx::rt::ComputePipelinePtr& pipeline) {
   ExclusiveUse::Scope scope(use_, "a compute encoder");
   requireOpen("setComputePipeline");
-  auto sim = std::dynamic_pointer_cast<SimPipeline>(pipeline);
+  auto* sim = dynamic_cast<SimPipeline*>(pipeline.get());
   if (!sim || &sim->device() != &cb_->device())
     throw Error(ErrorKind::Validation, "setComputePipeline: the pipeline belongs to another device than the " + where());
-  pipeline_ = std::move(sim);
+  if (pipeline_.get() != sim) pipeline_ = std::static_pointer_cast<SimPipeline>(pipeline);
   bound_.pipelineSet();
 }
 
@@ -84,11 +84,25 @@ void SimComputeEncoder::dispatchThreadgroups(Size3 groups, Size3 per_group) {
 
 void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
   if (!rules::dispatch(pipeline_.get(), threads, per_group, bound_,
-                       cb_->device().info().max_threadgroup_memory_length, where()))
+                       cb_->device().info().max_threadgroup_memory_length, [this] { return where(); }))
     return;  // an empty grid: nothing to run
   // Snapshot what the kernel declares: later bindings must not change this dispatch.
+  // The command is built in place in the command buffer, its inline bytes sized first.
   const kabi::KernelInfo& k = pipeline_->kernel();
-  DispatchCommand cmd;
+  size_t inline_size = 0, binding_count = 0;
+  for (uint32_t p = 0; p < k.param_count; ++p) {
+    const kabi::Param& param = k.params[p];
+    if (param.bind != kabi::Bind::Buffer) continue;
+    ++binding_count;
+    const Slot& s = slots_[param.index];
+    if (!s.buffer) inline_size = (inline_size + 15) / 16 * 16 + s.bytes.size();
+  }
+  DispatchCommand& cmd = cb_->appendDispatch();
+  cmd.bindings.reserve(binding_count);
+  cmd.inline_size = inline_size;
+  if (inline_size > DispatchCommand::kSmallBytes) cmd.large_bytes.resize(inline_size);
+  unsigned char* bytes = cmd.inlineBytes();
+  size_t at = 0;
   for (uint32_t p = 0; p < k.param_count; ++p) {
     const kabi::Param& param = k.params[p];
     if (param.bind == kabi::Bind::Buffer) {
@@ -96,10 +110,10 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
       if (s.buffer) {
         cmd.bindings.push_back({param.index, s.buffer, s.offset});
       } else {
-        size_t at = (cmd.inline_bytes.size() + 15) / 16 * 16;
-        cmd.inline_bytes.resize(at + s.bytes.size());
-        std::memcpy(cmd.inline_bytes.data() + at, s.bytes.data(), s.bytes.size());
+        at = (at + 15) / 16 * 16;
+        std::memcpy(bytes + at, s.bytes.data(), s.bytes.size());
         cmd.bindings.push_back({param.index, nullptr, at});
+        at += s.bytes.size();
       }
     } else if (param.bind == kabi::Bind::Threadgroup) {
       cmd.threadgroup_lengths[param.index] = bound_.threadgroup_lengths[param.index];
@@ -111,8 +125,7 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
                                         uint32_t(per_group.depth)};
   cmd.groups = {uint32_t(groups.width), uint32_t(groups.height), uint32_t(groups.depth)};
   cmd.launch.threadgroups_per_grid = cmd.groups;
-  cmd.encoder_label = label_;
-  cb_->append(std::move(cmd));
+  if (!label_.empty()) cmd.encoder_label = label_;
 }
 
 }  // namespace metalsim

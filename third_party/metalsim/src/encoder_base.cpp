@@ -19,7 +19,7 @@ std::string SimEncoderBase::where() const {
 }
 
 void SimEncoderBase::requireOpen(const char* operation) const {
-  metalx::rt::validation::requireOpen(ended_, operation, where());
+  metalx::rt::validation::requireOpen(ended_, operation, [this] { return where(); });
 }
 
 void SimEncoderBase::doEnd() {

@@ -292,7 +292,7 @@ const kabi::HostApi& hostApi() { return kApi; }
 void runDispatch(DispatchCommand& d) {
   for (auto& b : d.bindings)
     d.launch.buffers[b.index] = b.buffer ? static_cast<unsigned char*>(b.buffer->contents()) + b.offset
-                                         : d.inline_bytes.data() + b.offset;
+                                         : d.inlineBytes() + b.offset;
   size_t groups = size_t(d.groups.x) * d.groups.y * d.groups.z;
   size_t threads_per_group = size_t(d.launch.threads_per_threadgroup.x) *
                              d.launch.threads_per_threadgroup.y * d.launch.threads_per_threadgroup.z;

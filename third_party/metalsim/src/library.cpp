@@ -34,7 +34,8 @@ SimPipeline::SimPipeline(SimDevice& device, std::shared_ptr<const KernelSet> ker
 }
 
 uint64_t SimPipeline::staticThreadgroupMemoryLength() const {
-  return kernels_->staticThreadgroupMemory(info_);
+  // Checked on every dispatch: a kernel without threadgroup variables needs no lookup.
+  return info_->declares_threadgroup_memory ? kernels_->staticThreadgroupMemory(info_) : 0;
 }
 
 SimLibrary::SimLibrary(SimDevice& device, std::shared_ptr<const KernelSet> kernels,

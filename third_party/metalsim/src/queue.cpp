@@ -16,6 +16,7 @@ SimQueue::~SimQueue() {
   {
     std::lock_guard<std::mutex> lock(core_->mutex);
     core_->stopping = true;
+    core_->has_work.store(true, std::memory_order_release);
   }
   core_->work_cv.notify_all();
   // The worker finishes what was committed, as a GPU would, then exits on its own.
@@ -33,6 +34,7 @@ void SimQueue::submit(std::shared_ptr<SimCommandBuffer> cb) {
   {
     std::lock_guard<std::mutex> lock(core_->mutex);
     core_->pending.push_back(std::move(cb));
+    core_->has_work.store(true, std::memory_order_release);
   }
   core_->work_cv.notify_one();
 }
@@ -52,18 +54,15 @@ void SimQueue::run(std::shared_ptr<Core> core) {
         // common case, and a futex wake-up costs more than the work they carry.
         lock.unlock();
         auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
-        bool found = false;
-        while (!found && std::chrono::steady_clock::now() < until) {
+        while (!core->has_work.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
           std::this_thread::yield();
-          std::lock_guard<std::mutex> peek(core->mutex);
-          found = !core->pending.empty() || core->stopping;
-        }
         lock.lock();
         core->work_cv.wait(lock, [&] { return !core->pending.empty() || core->stopping; });
       }
       if (core->pending.empty()) return;  // stopping, and nothing left to run
       cb = std::move(core->pending.front());
       core->pending.pop_front();
+      core->has_work.store(!core->pending.empty() || core->stopping, std::memory_order_relaxed);
       core->busy = true;
     }
     cb->execute();

@@ -2,6 +2,7 @@
 // after another, asynchronously to the thread that encoded them.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -38,6 +39,9 @@ class SimQueue final : public metalx::rt::CommandQueue,
     std::deque<std::shared_ptr<SimCommandBuffer>> pending;
     bool busy = false;
     bool stopping = false;
+    // pending is non-empty or stopping is set: what the worker's spin reads, without
+    // taking the mutex the committing thread needs.
+    std::atomic<bool> has_work{false};
   };
   static void run(std::shared_ptr<Core> core);
 

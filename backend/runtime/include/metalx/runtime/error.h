@@ -37,4 +37,12 @@ inline void check(bool condition, ErrorKind kind, const std::string& message) {
   if (!condition) throw Error(kind, message);
 }
 
+// As check(), for rules checked on every command encoded: `message` is a callable
+// returning the text, called only when the rule is broken, so a rule that holds costs a
+// comparison instead of building strings.
+template <class MessageFn>
+inline void checkWith(bool condition, ErrorKind kind, MessageFn&& message) {
+  if (!condition) throw Error(kind, message());
+}
+
 }  // namespace metalx::rt

@@ -29,6 +29,15 @@ inline std::string dims(Size3 s) {
 
 inline std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
+// Where a rule names the object it checks ("compute encoder 'x' of command buffer 'y'"):
+// either that text or a callable returning it. Rules checked per command take the
+// callable so the text is built only when a rule is broken.
+inline const std::string& describe(const std::string& where) { return where; }
+template <class WhereFn>
+inline std::string describe(const WhereFn& where) {
+  return where();
+}
+
 // ------------------------------------------------------------------- device
 
 inline void newBufferLength(size_t length, uint64_t max_buffer_length) {
@@ -84,18 +93,19 @@ class CommandBufferRules {
     return label.empty() ? std::string("command buffer") : "command buffer '" + label + "'";
   }
   void requireEncoding(const char* operation) const {
-    check(!committed, ErrorKind::Validation,
-          std::string(operation) + ": " + describe() +
-              " was already committed; encode into a new one");
+    checkWith(!committed, ErrorKind::Validation, [&] {
+      return std::string(operation) + ": " + describe() + " was already committed; encode into a new one";
+    });
   }
   // Before making an encoder of `kind` ("compute"/"blit"); then call opened().
   void beforeEncoder(const char* operation) const {
     requireEncoding(operation);
-    check(!open_encoder, ErrorKind::Validation,
-          std::string(operation) + ": a " + open_kind + " encoder is still open on " +
-              describe() + "; call endEncoding() on it first");
+    checkWith(!open_encoder, ErrorKind::Validation, [&] {
+      return std::string(operation) + ": a " + open_kind + " encoder is still open on " + describe() +
+             "; call endEncoding() on it first";
+    });
   }
-  void opened(const void* encoder, const char* kind) {
+  void opened(const void* encoder, const char* kind) {  // `kind`: a string literal
     open_encoder = encoder;
     open_kind = kind;
   }
@@ -110,24 +120,25 @@ class CommandBufferRules {
   // encodeWait / encodeSignal ("an event wait" / "an event signal").
   void beforeEventCommand(const char* operation, const char* what) const {
     requireEncoding(operation);
-    check(!open_encoder, ErrorKind::Validation,
-          std::string(operation) + ": end the open " + open_kind + " encoder before encoding " +
-              what);
+    checkWith(!open_encoder, ErrorKind::Validation, [&] {
+      return std::string(operation) + ": end the open " + open_kind + " encoder before encoding " + what;
+    });
   }
   void beforeCommit() const {
     requireEncoding("commit");
-    check(!open_encoder, ErrorKind::Validation,
-          "commit: the " + open_kind + " encoder of " + describe() +
-              " is still open; call endEncoding() first");
-    check(abandoned_what.empty(), ErrorKind::Validation,
-          "commit: in " + describe() + ", " + abandoned_what);
+    checkWith(!open_encoder, ErrorKind::Validation, [&] {
+      return "commit: the " + std::string(open_kind) + " encoder of " + describe() +
+             " is still open; call endEncoding() first";
+    });
+    checkWith(abandoned_what.empty(), ErrorKind::Validation,
+              [&] { return "commit: in " + describe() + ", " + abandoned_what; });
   }
   // `was_committed`: read from the command buffer's (atomic) status, since waiting
   // may happen on another thread than encoding.
   void beforeWait(bool was_committed) const {
-    check(was_committed, ErrorKind::Validation,
-          "waitUntilCompleted: " + describe() +
-              " was never committed, so it would never complete");
+    checkWith(was_committed, ErrorKind::Validation, [&] {
+      return "waitUntilCompleted: " + describe() + " was never committed, so it would never complete";
+    });
   }
   // "<describe()> failed: <reason>", the error() text of a failed command buffer.
   std::string failure(const std::string& reason) const { return describe() + " failed: " + reason; }
@@ -135,7 +146,7 @@ class CommandBufferRules {
   std::string label;
   bool committed = false;
   const void* open_encoder = nullptr;
-  std::string open_kind;
+  const char* open_kind = "";
   std::string abandoned_what;
 };
 
@@ -149,36 +160,42 @@ inline std::string encoderWhere(const char* kind, const std::string& label,
   return s + " of " + command_buffer;
 }
 
-inline void requireOpen(bool ended, const char* operation, const std::string& where) {
-  check(!ended, ErrorKind::Validation,
-        std::string(operation) + ": the " + where + " has already ended (endEncoding)");
+// `where`: the encoder's description, or a callable returning it (see describe()).
+template <class Where>
+inline void requireOpen(bool ended, const char* operation, const Where& where) {
+  checkWith(!ended, ErrorKind::Validation, [&] {
+    return std::string(operation) + ": the " + describe(where) + " has already ended (endEncoding)";
+  });
 }
 
 inline void bindingIndex(uint32_t index, uint32_t limit, const char* operation) {
-  check(index < limit, ErrorKind::Validation,
-        std::string(operation) + ": index " + std::to_string(index) +
-            " is out of range (Metal has slots 0-" + std::to_string(limit - 1) + ")");
+  checkWith(index < limit, ErrorKind::Validation, [&] {
+    return std::string(operation) + ": index " + std::to_string(index) + " is out of range (Metal has slots 0-" +
+           std::to_string(limit - 1) + ")";
+  });
 }
 
 inline void bufferOffset(size_t offset, size_t length, uint32_t index) {
-  check(offset <= length, ErrorKind::Validation,
-        "setBuffer: offset " + std::to_string(offset) + " is past the end of the buffer (" +
-            std::to_string(length) + " bytes) at index " + std::to_string(index));
+  checkWith(offset <= length, ErrorKind::Validation, [&] {
+    return "setBuffer: offset " + std::to_string(offset) + " is past the end of the buffer (" +
+           std::to_string(length) + " bytes) at index " + std::to_string(index);
+  });
 }
 
 inline void inlineBytes(size_t length) {
-  check(length > 0 && length <= kMaxInlineBytes, ErrorKind::Validation,
-        "setBytes: length " + std::to_string(length) +
-            " must be between 1 and 4096 bytes; use a buffer for more");
+  checkWith(length > 0 && length <= kMaxInlineBytes, ErrorKind::Validation, [&] {
+    return "setBytes: length " + std::to_string(length) + " must be between 1 and 4096 bytes; use a buffer for more";
+  });
 }
 
 inline void threadgroupMemoryLength(size_t length, size_t device_limit) {
-  check(length % 16 == 0, ErrorKind::Validation,
-        "setThreadgroupMemoryLength: length " + std::to_string(length) +
-            " must be a multiple of 16 bytes");
-  check(length <= device_limit, ErrorKind::Validation,
-        "setThreadgroupMemoryLength: " + std::to_string(length) +
-            " bytes is more than the device's " + std::to_string(device_limit));
+  checkWith(length % 16 == 0, ErrorKind::Validation, [&] {
+    return "setThreadgroupMemoryLength: length " + std::to_string(length) + " must be a multiple of 16 bytes";
+  });
+  checkWith(length <= device_limit, ErrorKind::Validation, [&] {
+    return "setThreadgroupMemoryLength: " + std::to_string(length) + " bytes is more than the device's " +
+           std::to_string(device_limit);
+  });
 }
 
 // What a compute encoder has bound, for dispatch validation.
@@ -202,24 +219,27 @@ inline uint64_t groupsFor(uint64_t threads, uint64_t per_group) {
 
 // Checks a dispatch of `threads` in groups of `per_group` with `pipeline` (null if none
 // is set) against what is bound. Returns false when there is nothing to run (an empty
-// grid), true when the dispatch may go to the device.
+// grid), true when the dispatch may go to the device. `where`: the encoder's
+// description or a callable returning it (see describe()).
+template <class Where>
 inline bool dispatch(const ComputePipeline* pipeline, Size3 threads, Size3 per_group,
                      const Bindings& bound, uint64_t device_threadgroup_memory,
-                     const std::string& where) {
-  check(pipeline != nullptr, ErrorKind::Validation,
-        "dispatch: no compute pipeline is set on the " + where);
-  const std::string kname = "kernel '" + pipeline->functionName() + "'";
-  check(per_group.width && per_group.height && per_group.depth, ErrorKind::Validation,
-        "dispatch of " + kname + ": threadgroup size " + dims(per_group) + " has a zero dimension");
+                     const Where& where) {
+  checkWith(pipeline != nullptr, ErrorKind::Validation,
+            [&] { return "dispatch: no compute pipeline is set on the " + describe(where); });
+  auto kname = [&] { return "kernel '" + pipeline->functionName() + "'"; };
+  checkWith(per_group.width && per_group.height && per_group.depth, ErrorKind::Validation, [&] {
+    return "dispatch of " + kname() + ": threadgroup size " + dims(per_group) + " has a zero dimension";
+  });
   const uint64_t max_threads = pipeline->maxTotalThreadsPerThreadgroup();
-  check(per_group.count() <= max_threads, ErrorKind::Validation,
-        "dispatch of " + kname + ": " + std::to_string(per_group.count()) +
-            " threads per threadgroup " + dims(per_group) +
-            " is more than the pipeline's maximum of " + std::to_string(max_threads));
+  checkWith(per_group.count() <= max_threads, ErrorKind::Validation, [&] {
+    return "dispatch of " + kname() + ": " + std::to_string(per_group.count()) + " threads per threadgroup " +
+           dims(per_group) + " is more than the pipeline's maximum of " + std::to_string(max_threads);
+  });
   const uint64_t u32 = 0xffffffffull;
-  check(threads.width <= u32 && threads.height <= u32 && threads.depth <= u32,
-        ErrorKind::Validation,
-        "dispatch of " + kname + ": grid " + dims(threads) + " has a dimension of 2^32 threads or more");
+  checkWith(threads.width <= u32 && threads.height <= u32 && threads.depth <= u32, ErrorKind::Validation, [&] {
+    return "dispatch of " + kname() + ": grid " + dims(threads) + " has a dimension of 2^32 threads or more";
+  });
   if (threads.count() == 0) return false;
 
   bool declared[kMaxBufferBindings] = {};
@@ -228,44 +248,48 @@ inline bool dispatch(const ComputePipeline* pipeline, Size3 threads, Size3 per_g
     if (a.kind == KernelArgument::Kind::Buffer) {
       if (a.index >= kMaxBufferBindings) continue;
       declared[a.index] = true;
-      check(bound.buffers[a.index].bound, ErrorKind::Validation,
-            "dispatch of " + kname + ": nothing is bound at [[buffer(" + std::to_string(a.index) +
-                ")]] (parameter '" + a.name + "')");
+      checkWith(bound.buffers[a.index].bound, ErrorKind::Validation, [&] {
+        return "dispatch of " + kname() + ": nothing is bound at [[buffer(" + std::to_string(a.index) +
+               ")]] (parameter '" + a.name + "')";
+      });
     } else if (a.index < kMaxThreadgroupMemoryBindings) {
-      check(bound.threadgroup_lengths[a.index] != 0, ErrorKind::Validation,
-            "dispatch of " + kname + ": no threadgroup memory length is set for [[threadgroup(" +
-                std::to_string(a.index) + ")]] (parameter '" + a.name + "')");
+      checkWith(bound.threadgroup_lengths[a.index] != 0, ErrorKind::Validation, [&] {
+        return "dispatch of " + kname() + ": no threadgroup memory length is set for [[threadgroup(" +
+               std::to_string(a.index) + ")]] (parameter '" + a.name + "')";
+      });
       tg_total += bound.threadgroup_lengths[a.index];
     }
   }
   for (uint32_t i = 0; i < kMaxBufferBindings; ++i)
-    check(!(bound.buffers[i].bound && bound.buffers[i].since_pipeline && !declared[i]),
-          ErrorKind::Validation,
-          "dispatch of " + kname + ": [[buffer(" + std::to_string(i) +
-              ")]] is bound but the kernel declares no such argument");
+    checkWith(!(bound.buffers[i].bound && bound.buffers[i].since_pipeline && !declared[i]), ErrorKind::Validation,
+              [&] {
+                return "dispatch of " + kname() + ": [[buffer(" + std::to_string(i) +
+                       ")]] is bound but the kernel declares no such argument";
+              });
   const uint64_t tg_static = pipeline->staticThreadgroupMemoryLength();
-  check(tg_total + tg_static <= device_threadgroup_memory, ErrorKind::Validation,
-        "dispatch of " + kname + ": " + std::to_string(tg_total + tg_static) +
-            " bytes of threadgroup memory (" + std::to_string(tg_total) + " bound, " +
-            std::to_string(tg_static) + " declared by the kernel) is more than the device's " +
-            std::to_string(device_threadgroup_memory));
+  checkWith(tg_total + tg_static <= device_threadgroup_memory, ErrorKind::Validation, [&] {
+    return "dispatch of " + kname() + ": " + std::to_string(tg_total + tg_static) + " bytes of threadgroup memory (" +
+           std::to_string(tg_total) + " bound, " + std::to_string(tg_static) +
+           " declared by the kernel) is more than the device's " + std::to_string(device_threadgroup_memory);
+  });
   return true;
 }
 
 // ------------------------------------------------------------------- blits
 
 inline void blitAligned(size_t value, const char* what, const char* operation) {
-  check(value % 4 == 0, ErrorKind::Validation,
-        std::string(operation) + ": " + what + " (" + std::to_string(value) +
-            ") must be a multiple of 4 bytes, as Metal requires on macOS");
+  checkWith(value % 4 == 0, ErrorKind::Validation, [&] {
+    return std::string(operation) + ": " + what + " (" + std::to_string(value) +
+           ") must be a multiple of 4 bytes, as Metal requires on macOS";
+  });
 }
 
 inline void blitInside(size_t offset, size_t size, size_t length, const char* which,
                        const char* operation) {
-  check(offset <= length && size <= length - offset, ErrorKind::Validation,
-        std::string(operation) + ": bytes [" + std::to_string(offset) + ", " +
-            std::to_string(offset + size) + ") are outside the " + which + " buffer (" +
-            std::to_string(length) + " bytes)");
+  checkWith(offset <= length && size <= length - offset, ErrorKind::Validation, [&] {
+    return std::string(operation) + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
+           ") are outside the " + which + " buffer (" + std::to_string(length) + " bytes)";
+  });
 }
 
 // `same_buffer`: source and destination are one buffer. Returns false for an empty
@@ -278,15 +302,15 @@ inline bool copy(size_t src_offset, size_t src_length, size_t dst_offset, size_t
   blitAligned(size, "size", op);
   blitInside(src_offset, size, src_length, "source", op);
   blitInside(dst_offset, size, dst_length, "destination", op);
-  check(!(same_buffer && size > 0 && src_offset < dst_offset + size &&
-          dst_offset < src_offset + size),
-        ErrorKind::Validation, "copyBuffer: source and destination ranges overlap in the same buffer");
+  checkWith(!(same_buffer && size > 0 && src_offset < dst_offset + size && dst_offset < src_offset + size),
+            ErrorKind::Validation,
+            [] { return std::string("copyBuffer: source and destination ranges overlap in the same buffer"); });
   return size > 0;
 }
 
 inline void fill(size_t offset, size_t length, size_t buffer_length) {
   const char* op = "fillBuffer";
-  check(length > 0, ErrorKind::Validation, "fillBuffer: length must be greater than 0");
+  checkWith(length > 0, ErrorKind::Validation, [] { return std::string("fillBuffer: length must be greater than 0"); });
   blitAligned(offset, "offset", op);
   blitAligned(length, "length", op);
   blitInside(offset, length, buffer_length, "filled", op);
