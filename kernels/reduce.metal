@@ -405,9 +405,15 @@ kernel void reduce_cols(device const T* in [[buffer(0)]],
       for (uint j = 0; j < METALX_REDUCE_COLS; ++j) acc[j] = op.combine(acc[j], block[j]);
     }
   } else {
-    for (ulong r = begin; r < end; ++r) {
-      device const T* p = in + base + reduced_offset(s, r);
-      for (uint j = 0; j < count; ++j) acc[j] = op.combine(acc[j], op.map(p[j * step], r));
+    for (ulong r0 = begin; r0 < end; r0 += METALX_REDUCE_BLOCK) {
+      const ulong r1 = umin(r0 + METALX_REDUCE_BLOCK, end);
+      A block[METALX_REDUCE_COLS];
+      for (uint j = 0; j < count; ++j) block[j] = op.identity();
+      for (ulong r = r0; r < r1; ++r) {
+        device const T* p = in + base + reduced_offset(s, r);
+        for (uint j = 0; j < count; ++j) block[j] = op.combine(block[j], op.map(p[j * step], r));
+      }
+      for (uint j = 0; j < count; ++j) acc[j] = op.combine(acc[j], block[j]);
     }
   }
   for (uint j = 0; j < count; ++j) write_result<Op, T, O>(op, acc[j], s, o0 + j, out, indices, partials, part);

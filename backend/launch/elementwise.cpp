@@ -103,7 +103,7 @@ Operand operandOf(at::TensorIteratorBase& iter, int arg, c10::ScalarType dtype) 
     o.inline_size = c10::elementSize(t);
     return o;
   }
-  auto [buffer, offset] = bufferFor(iter.data_ptr(arg));
+  auto [buffer, offset] = bufferFor(iter.tensor(arg));  // the storage's buffer, no lookup
   o.buffer = std::move(buffer);
   o.offset = offset;
   return o;

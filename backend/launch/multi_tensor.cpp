@@ -38,7 +38,7 @@ class Dispatch {
     int fresh = 0;
     const rt::Buffer* seen[kMultiTensorMaxLists];
     for (size_t k = 0; k < nlists; ++k) {
-      where[k] = bufferFor(call.lists[k][i].const_data_ptr());
+      where[k] = bufferFor(call.lists[k][i]);
       const rt::Buffer* b = where[k].first.get();
       if (slotOf(b) < 0 && std::find(seen, seen + fresh, b) == seen + fresh) seen[fresh++] = b;
     }
@@ -107,7 +107,7 @@ class Dispatch {
         extra_locs_.push_back(0);
         continue;
       }
-      auto [buffer, offset] = bufferFor(t.const_data_ptr());
+      auto [buffer, offset] = bufferFor(t);
       extra_locs_.push_back(pack(slotFor(buffer), offset));
     }
   }

@@ -156,12 +156,12 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
   at::Tensor partials;
   if (parts > 1) partials = at::empty({static_cast<int64_t>(parts * O * kPartialBytes)}, out.options().dtype(at::kByte));
 
-  auto [in_buffer, in_offset] = bufferFor(input.data_ptr());
-  auto [out_buffer, out_offset] = bufferFor(out.data_ptr());
+  auto [in_buffer, in_offset] = bufferFor(input);
+  auto [out_buffer, out_offset] = bufferFor(out);
   rt::BufferPtr idx_buffer = out_buffer, part_buffer = out_buffer;
   size_t idx_offset = out_offset, part_offset = out_offset;
-  if (request.indices) std::tie(idx_buffer, idx_offset) = bufferFor(request.indices->data_ptr());
-  if (parts > 1) std::tie(part_buffer, part_offset) = bufferFor(partials.data_ptr());
+  if (request.indices) std::tie(idx_buffer, idx_offset) = bufferFor(*request.indices);
+  if (parts > 1) std::tie(part_buffer, part_offset) = bufferFor(partials);
 
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     e.setComputePipeline(main);
