@@ -81,7 +81,26 @@ METALX_BINARY_KERNELS(div_trunc, div_trunc_op, float)
 METALX_BINARY_KERNELS(div_trunc, div_trunc_rounded<half>::op, half)
 METALX_BINARY_KERNELS(div_trunc, div_trunc_rounded<bfloat>::op, bfloat)
 METALX_FOR_INTS(METALX_BINARY_KERNELS, div_trunc, div_trunc_op)
-METALX_FOR_NUMBERS(METALX_BINARY_KERNELS, div_floor, div_floor_op)
+// half and bfloat: CPU computes the floor division in the storage type, each step
+// rounded to it.
+template <typename T> struct div_floor_rounded {
+  template <typename M> struct op : elementwise_fn {
+    M operator()(M a, M b) const {
+      if (b == 0.0f) return a / b;
+      const M mod = M(T(fmod(a, b)));
+      M div = M(T(M(T(a - mod)) / b));
+      if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) div = M(T(div - 1.0f));
+      if (div == 0.0f) return copysign(0.0f, a / b);
+      M fl = floor(div);
+      if (M(T(div - fl)) > 0.5f) fl = M(T(fl + 1.0f));
+      return fl;
+    }
+  };
+};
+METALX_BINARY_KERNELS(div_floor, div_floor_op, float)
+METALX_BINARY_KERNELS(div_floor, div_floor_rounded<half>::op, half)
+METALX_BINARY_KERNELS(div_floor, div_floor_rounded<bfloat>::op, bfloat)
+METALX_FOR_INTS(METALX_BINARY_KERNELS, div_floor, div_floor_op)
 
 // remainder has the sign of the divisor (Python's %); fmod the sign of the dividend.
 template <typename M> struct remainder_op : elementwise_fn {

@@ -107,14 +107,14 @@ inline ulong umin(ulong a, ulong b) { return a < b ? a : b; }
 
 template <typename T> struct sum_red : reduce_fn {
   typedef typename acc_of<T>::type A;
-  typedef typename acc_of<T>::type out_storage;
-  float scale;  // mean: 1/R (f[0] = 1 for sum)
-  void load(constant ReduceShape& s) { scale = s.f[0]; }
+  float count;  // mean: the elements per output (f[1]; 0 for sum)
+  void load(constant ReduceShape& s) { count = s.f[1]; }
   A identity() const { return A(0); }
   A map(T x, ulong) const { return A(x); }
   A combine(A a, A b) const { return a + b; }
   A shuffle(A a, ushort d) const { return shuffle_down(a, d); }
-  template <typename O> O project(A a) const { return O(scale == 1.0f ? a : A(a * scale)); }
+  // mean rounds the sum to the output type, then divides (CPU's sum, then div_).
+  template <typename O> O project(A a) const { return count == 0.0f ? O(a) : O(float(O(a)) / count); }
   long index(A) const { return 0; }
 };
 template <typename T> struct prod_red : reduce_fn {

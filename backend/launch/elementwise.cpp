@@ -141,7 +141,9 @@ void runWithCasts(at::TensorIteratorBase& iter, KernelFamily& kernels, const Ele
   }
   for (const at::Tensor& t : inputs) config.add_const_input(t);
   at::TensorIterator normalised = config.build();
-  runElementwise(normalised, kernels, options);
+  ElementwiseOptions typed = options;
+  typed.dtype = kernel_dtype;
+  runElementwise(normalised, kernels, typed);
   if (!tmp_out.is_same(out)) const_cast<at::Tensor&>(out).copy_(tmp_out);
 }
 
@@ -162,7 +164,9 @@ std::optional<DType> kernelDtype(c10::ScalarType t) {
   }
 }
 
-c10::ScalarType elementwiseDtype(const at::TensorIteratorBase& iter, int first_typed_input) {
+c10::ScalarType elementwiseDtype(const at::TensorIteratorBase& iter, int first_typed_input,
+                                 std::optional<c10::ScalarType> known) {
+  if (known) return *known;
   // The dtype torch computes in, when the iterator inferred one (promotion, or inputs
   // that agree); else the first typed input's (where's values after its condition).
   if (first_typed_input == 0) {
@@ -181,7 +185,7 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
   TORCH_INTERNAL_ASSERT(iter.noutputs() == 1 && iter.ninputs() >= 1 && iter.ninputs() <= 3,
                         "metalx elementwise kernels take one output and 1-3 inputs");
   const int ninputs = iter.ninputs();
-  const c10::ScalarType kernel_dtype = elementwiseDtype(iter, options.first_typed_input);
+  const c10::ScalarType kernel_dtype = elementwiseDtype(iter, options.first_typed_input, options.dtype);
   const c10::ScalarType result_dtype = kernels.predicate() ? at::kBool : kernel_dtype;
   const std::optional<DType> dtype = kernelDtype(kernel_dtype);
   TORCH_INTERNAL_ASSERT(dtype && kernels.supports(*dtype), "metalx: no ", kernels.op(), " kernel for ",

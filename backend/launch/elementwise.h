@@ -30,10 +30,14 @@ struct ElementwiseOptions {
   // Inputs before this index keep their own dtype, which the kernel fixes (where's
   // bool condition); the kernel's dtype is that of the inputs from here on.
   int first_typed_input = 0;
+  // The kernel dtype when the caller knows it (the launcher's own normalised iterators,
+  // which carry no promotion of their own).
+  std::optional<c10::ScalarType> dtype = std::nullopt;
 };
 
 // The kernel dtype `kernels` would run `iter` in (its common input dtype).
-c10::ScalarType elementwiseDtype(const at::TensorIteratorBase& iter, int first_typed_input = 0);
+c10::ScalarType elementwiseDtype(const at::TensorIteratorBase& iter, int first_typed_input = 0,
+                                 std::optional<c10::ScalarType> known = std::nullopt);
 
 // Runs `kernels` over `iter` (one output; one, two or three inputs) on the current
 // stream of its device. The kernel dtype must be supported (check elementwiseDtype

@@ -25,7 +25,7 @@ struct ReductionRequest {
   std::vector<int64_t> dims;   // wrapped, unique; empty = every dim
   const at::Tensor* out;       // the kernels' output dtype; reduced dims removed or size 1
   const at::Tensor* indices = nullptr;  // int64, arg reductions
-  std::array<float, 4> scalars = {1.0f, 0.0f, 0.0f, 0.0f};  // the op's (f[0] of sum: the scale)
+  std::array<float, 4> scalars = {0.0f, 0.0f, 0.0f, 0.0f};  // the op's (mean: f[1] = elements per output)
 };
 
 // Runs the reduction; returns false (encoding nothing) when the layout has more than

@@ -126,7 +126,7 @@ void sumImpl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
   // A float dtype= accumulates the input as that dtype, as CPU does.
   std::optional<c10::ScalarType> compute;
   if (dtype && c10::isFloatingType(*dtype)) compute = dtype;
-  if (!reduceInto(sum_op, self, wrapDims(self, dim), out, nullptr, {1.0f, 0, 0, 0}, compute))
+  if (!reduceInto(sum_op, self, wrapDims(self, dim), out, nullptr, {0, 0, 0, 0}, compute))
     fallbackOut("aten::sum", "IntList_out", {out}, self, boxed(dim), keepdim, dtype);
 }
 at::Tensor sumDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -150,8 +150,7 @@ void meanImpl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
   const auto dims = wrapDims(self, dim);
   const c10::ScalarType compute = dtype.value_or(self.scalar_type());
   const int64_t r = launch::reducedSize(self, dims);
-  const float scale = r == 0 ? 0.0f : static_cast<float>(1.0 / static_cast<double>(r));
-  if (!reduceInto(mean_op, self, dims, out, nullptr, {scale, 0, 0, 0}, compute))
+  if (!reduceInto(mean_op, self, dims, out, nullptr, {0, static_cast<float>(r), 0, 0}, compute))
     fallbackOut("aten::mean", "out", {out}, self, boxed(dim), keepdim, dtype);
 }
 at::Tensor meanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,

@@ -141,12 +141,26 @@ at::Tensor& absOut(const at::Tensor& self, at::Tensor& out) {
   launch::runNative(iter, abs_def, {}, self);
   return out;
 }
+// Another op's CPU fallback with these arguments (abs of complex: a real result, and
+// in-place refused, by CPU's own rules).
+template <class... Args>
+c10::IValue fallbackOp(const char* name, const char* overload, const Args&... args) {
+  torch::jit::Stack stack{args...};
+  launch::runOutOnCpuFallback(c10::Dispatcher::singleton().findSchemaOrThrow(name, overload), stack);
+  return stack.back();
+}
 at::Tensor absFunctional(const at::Tensor& self) {
+  if (!isRealNative(self)) return fallbackOp("aten::abs", "", self).toTensor();
   at::Tensor out = at::empty({0}, self.options());
-  if (!isRealNative(self)) return at::abs_out(out, self);  // complex: a real result, CPU's rules
   return absOut(self, out);
 }
-at::Tensor& absInplace(at::Tensor& self) { return absOut(self, self); }
+at::Tensor& absInplace(at::Tensor& self) {
+  if (!isRealNative(self)) {
+    fallbackOp("aten::abs_", "", self);
+    return self;
+  }
+  return absOut(self, self);
+}
 
 ElementwiseOp logit_def("logit", launch::kFloatTypes, "aten::logit", "out");
 
