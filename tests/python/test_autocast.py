@@ -73,7 +73,11 @@ def test_lower_precision_ops(name, fn, shapes, dtype):
     with torch.autocast("metalx", dtype=dtype):
         out = fn(*[t.to("metalx") for t in cpu])
     assert out.device.type == "metalx" and out.dtype == dtype
-    expected = fn(*[t.to(dtype) for t in cpu])  # what the policy says: inputs cast, op unchanged
+    # What the policy says: inputs cast, op unchanged. The reference computes on the cast
+    # inputs in float64 and rounds once: CPU's own float16/bfloat16 kernels accumulate in
+    # the low precision (conv_transpose2d in bfloat16 is off by several ulps) and would
+    # be a looser reference than the kernels under test.
+    expected = fn(*[t.to(dtype).double() for t in cpu]).to(dtype)
     torch.testing.assert_close(out.cpu(), expected, atol=2e-2, rtol=2e-2)
 
 
