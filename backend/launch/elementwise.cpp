@@ -10,6 +10,7 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "launch/elementwise_params.h"
+#include "launch/torch_dtype.h"
 
 namespace metalx::launch {
 namespace {
@@ -114,6 +115,18 @@ void bind(rt::ComputeEncoder& e, const Operand& o, uint32_t index) {
   else e.setBuffer(o.buffer, o.offset, index);
 }
 
+// One dispatch: the operands at [[buffer(0..n-1)]], then the op's scalars and the shape.
+void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, const Operand* operands, int n,
+            const OpScalars& op_scalars, const void* shape, size_t shape_bytes, uint64_t threads) {
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    e.setComputePipeline(pipeline);
+    for (int arg = 0; arg < n; ++arg) bind(e, operands[arg], static_cast<uint32_t>(arg));
+    e.setBytes(&op_scalars, sizeof op_scalars, static_cast<uint32_t>(n));
+    e.setBytes(shape, shape_bytes, static_cast<uint32_t>(n + 1));
+    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kThreadsPerGroup), 1, 1});
+  });
+}
+
 // Normalises `iter` so that every tensor input has the kernel dtype and the output the
 // kernel's result dtype, then runs on that.
 void runWithCasts(at::TensorIteratorBase& iter, KernelFamily& kernels, const ElementwiseOptions& options,
@@ -150,18 +163,10 @@ void runWithCasts(at::TensorIteratorBase& iter, KernelFamily& kernels, const Ele
 }  // namespace
 
 std::optional<DType> kernelDtype(c10::ScalarType t) {
-  switch (t) {
-    case at::kBool: return DType::Bool;
-    case at::kByte: return DType::UInt8;
-    case at::kChar: return DType::Int8;
-    case at::kShort: return DType::Int16;
-    case at::kInt: return DType::Int32;
-    case at::kLong: return DType::Int64;
-    case at::kHalf: return DType::Float16;
-    case at::kBFloat16: return DType::BFloat16;
-    case at::kFloat: return DType::Float32;
-    default: return std::nullopt;
-  }
+  // Compute kernels have no float64 (Metal has no double) and no complex types yet.
+  const std::optional<DType> d = storageDtype(t);
+  if (!d || *d == DType::Float64 || kernels::isComplex(*d)) return std::nullopt;
+  return d;
 }
 
 c10::ScalarType elementwiseDtype(const at::TensorIteratorBase& iter, int first_typed_input,
@@ -224,18 +229,11 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
     operands[arg] = operandOf(iter, arg, typed ? kernel_dtype : iter.dtype(arg));
   }
   const uint32_t per_thread = elementsPerThread(stream);
-  const uint32_t params_index = static_cast<uint32_t>(iter.ntensors());
 
   if (variant != Variant::Strided && variant != Variant::Strided64) {
     const DenseShape shape{static_cast<uint64_t>(numel), per_thread};
     const uint64_t threads = (shape.count + per_thread - 1) / per_thread;
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      for (int arg = 0; arg < iter.ntensors(); ++arg) bind(e, operands[arg], static_cast<uint32_t>(arg));
-      e.setBytes(&op_scalars, sizeof op_scalars, params_index);
-      e.setBytes(&shape, sizeof shape, params_index + 1);
-      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kThreadsPerGroup), 1, 1});
-    });
+    encode(stream, pipeline, operands, iter.ntensors(), op_scalars, &shape, sizeof shape, threads);
     return;
   }
 
@@ -259,13 +257,7 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
   shape.items = shape.chunks0 * rows;
   // Grid-stride beyond this many threads: plenty to fill any GPU.
   const uint64_t threads = std::min<uint64_t>(shape.items, uint64_t(1) << 24);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (int arg = 0; arg < iter.ntensors(); ++arg) bind(e, operands[arg], static_cast<uint32_t>(arg));
-    e.setBytes(&op_scalars, sizeof op_scalars, params_index);
-    e.setBytes(&shape, sizeof shape, params_index + 1);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kThreadsPerGroup), 1, 1});
-  });
+  encode(stream, pipeline, operands, iter.ntensors(), op_scalars, &shape, sizeof shape, threads);
 }
 
 }  // namespace metalx::launch

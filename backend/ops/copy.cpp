@@ -44,6 +44,7 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "device.h"
+#include "launch/torch_dtype.h"
 #include "ops/copy/strided_copy.h"
 #include "pinned_memory.h"
 
@@ -54,23 +55,7 @@ using kernels::DType;
 
 bool isMetalx(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
-std::optional<DType> kernelDType(c10::ScalarType t) {
-  switch (t) {
-    case at::kBool: return DType::Bool;
-    case at::kByte: return DType::UInt8;
-    case at::kChar: return DType::Int8;
-    case at::kShort: return DType::Int16;
-    case at::kInt: return DType::Int32;
-    case at::kLong: return DType::Int64;
-    case at::kHalf: return DType::Float16;
-    case at::kBFloat16: return DType::BFloat16;
-    case at::kFloat: return DType::Float32;
-    case at::kDouble: return DType::Float64;
-    case at::kComplexFloat: return DType::Complex64;
-    case at::kComplexDouble: return DType::Complex128;
-    default: return std::nullopt;
-  }
-}
+std::optional<DType> kernelDType(c10::ScalarType t) { return launch::storageDtype(t); }
 
 // Elements from the lowest to the highest address a tensor touches (strides are
 // never negative in PyTorch, so the lowest is the one at data_ptr()).
