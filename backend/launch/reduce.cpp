@@ -122,10 +122,14 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
 
   Stream& stream = currentStream(input.device().index());
   const bool simulated = stream.device().info().is_simulated;
+
   const uint64_t R = s.reduce_size, O = s.outputs;
   // Column kernels when adjacent outputs are adjacent in memory and the reduced
-  // elements are not.
-  const bool columns = !kept.empty() && kept[0].in == 1 && (red.empty() || red[0].in != 1);
+  // elements are not. On the simulator for every reduction with several outputs: its
+  // threads are loop iterations, and the rows kernel's SIMD groups and barriers make each
+  // one a fiber, which a thread per output (reading its rows as streams) avoids.
+  const bool columns =
+      !kept.empty() && (simulated || (kept[0].in == 1 && (red.empty() || red[0].in != 1)));
   // Enough parallel work for the device: many threadgroups on a GPU, a few per core on
   // the simulator (each with long contiguous runs).
   const uint64_t want = simulated ? 16 : 1024;
