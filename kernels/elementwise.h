@@ -17,6 +17,7 @@
 // Host-side mirror of the parameter structs: backend/launch/elementwise_params.h.
 #pragma once
 #include <metal_stdlib>
+#include "opmath.h"
 using namespace metal;
 
 #define METALX_ELEMENTWISE_MAX_DIMS 8
@@ -24,9 +25,6 @@ using namespace metal;
 
 // ---- compute types and inline scalars ----
 
-template <typename T> struct opmath { typedef T type; };
-template <> struct opmath<half> { typedef float type; };
-template <> struct opmath<bfloat> { typedef float type; };
 
 // The host fills the form of the op's compute type: f for floating kernels, i otherwise.
 struct OpScalars {

@@ -15,14 +15,12 @@
 // whose load() reads its scalars; kernel templates per operand shape are below.
 #pragma once
 #include <metal_stdlib>
+#include "opmath.h"
 using namespace metal;
 
 #define METALX_MT_SLOTS 28
 #define METALX_MT_MAX_LISTS 6
 
-template <typename T> struct mt_opmath { typedef T type; };
-template <> struct mt_opmath<half> { typedef float type; };
-template <> struct mt_opmath<bfloat> { typedef float type; };
 
 // [[buffer(28)]]: what is the same for every tensor of the dispatch.
 struct MultiTensorArgs {
@@ -89,7 +87,7 @@ template <typename T> inline device T *mt_ptr(device uchar *const *slots, ulong 
 // out = op(a)
 template <template <typename> class Op, typename T>
 kernel void mt_unary(METALX_MT_SLOT_PARAMS) {
-  typedef typename mt_opmath<T>::type M;
+  typedef typename opmath<T>::type M;
   METALX_MT_PROLOGUE
   Op<M> op;
   op.load(args, e.scalar);
@@ -101,7 +99,7 @@ kernel void mt_unary(METALX_MT_SLOT_PARAMS) {
 // out = op(a, b), b a tensor of the second list
 template <template <typename> class Op, typename T>
 kernel void mt_binary_list(METALX_MT_SLOT_PARAMS) {
-  typedef typename mt_opmath<T>::type M;
+  typedef typename opmath<T>::type M;
   METALX_MT_PROLOGUE
   Op<M> op;
   op.load(args, e.scalar);
@@ -114,7 +112,7 @@ kernel void mt_binary_list(METALX_MT_SLOT_PARAMS) {
 // out = op(a, s), s the tensor's scalar (Scalar and ScalarList forms)
 template <template <typename> class Op, typename T>
 kernel void mt_binary_scalar(METALX_MT_SLOT_PARAMS) {
-  typedef typename mt_opmath<T>::type M;
+  typedef typename opmath<T>::type M;
   METALX_MT_PROLOGUE
   Op<M> op;
   op.load(args, e.scalar);
@@ -127,7 +125,7 @@ kernel void mt_binary_scalar(METALX_MT_SLOT_PARAMS) {
 // out = op(a, s), s one element of a device tensor (extra[0]), of the lists' dtype
 template <template <typename> class Op, typename T>
 kernel void mt_binary_tensor(METALX_MT_SLOT_PARAMS) {
-  typedef typename mt_opmath<T>::type M;
+  typedef typename opmath<T>::type M;
   METALX_MT_PROLOGUE
   Op<M> op;
   op.load(args, e.scalar);
@@ -140,7 +138,7 @@ kernel void mt_binary_tensor(METALX_MT_SLOT_PARAMS) {
 // out = op(a, b, c), each of its own list
 template <template <typename> class Op, typename T>
 kernel void mt_ternary(METALX_MT_SLOT_PARAMS) {
-  typedef typename mt_opmath<T>::type M;
+  typedef typename opmath<T>::type M;
   METALX_MT_PROLOGUE
   Op<M> op;
   op.load(args, e.scalar);

@@ -45,6 +45,15 @@ bool denseFloatLists(at::ArrayRef<TensorList> lists) {
 
 // The optional device scalars, in the kernels' extra[] order: lr, grad_scale, found_inf.
 // False when one is of a kind the kernels do not read (the CPU fallback runs instead).
+// A Tensor lr on the CPU becomes the float `lr`; on the device it is returned, for the
+// kernel to read there (no synchronisation).
+std::optional<Tensor> takeLr(const std::optional<Tensor>& lr_tensor, double& lr) {
+  if (!lr_tensor.has_value()) return std::nullopt;
+  if (!lr_tensor->device().is_cpu()) return lr_tensor;
+  lr = lr_tensor->item<double>();
+  return std::nullopt;
+}
+
 bool addDeviceScalars(MultiTensorCall& call, const c10::Device& device, const std::optional<Tensor>& lr,
                       const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   const std::optional<Tensor>* scalars[] = {&lr, &grad_scale, &found_inf};
@@ -85,11 +94,7 @@ bool runAdam(TensorList params, TensorList grads, TensorList exp_avgs, TensorLis
   const c10::Device device = params[0].device();
   for (const Tensor& s : steps)
     if (!isDeviceFloat(s, device)) return false;
-  std::optional<Tensor> device_lr;
-  if (lr_tensor.has_value()) {
-    if (lr_tensor->device().is_cpu()) lr = lr_tensor->item<double>();
-    else device_lr = lr_tensor;
-  }
+  const std::optional<Tensor> device_lr = takeLr(lr_tensor, lr);
   MultiTensorCall call;
   if (!addDeviceScalars(call, device, device_lr, grad_scale, found_inf)) return false;
   call.lists = lists;
@@ -144,11 +149,7 @@ bool runSgd(TensorList params, TensorList grads, TensorList momentum_buffers, do
   if (has_momentum) lists.push_back(momentum_buffers);
   if (!denseFloatLists(lists)) return false;
   const c10::Device device = params[0].device();
-  std::optional<Tensor> device_lr;
-  if (lr_tensor.has_value()) {
-    if (lr_tensor->device().is_cpu()) lr = lr_tensor->item<double>();
-    else device_lr = lr_tensor;
-  }
+  const std::optional<Tensor> device_lr = takeLr(lr_tensor, lr);
   MultiTensorCall call;
   if (!addDeviceScalars(call, device, device_lr, grad_scale, found_inf)) return false;
   call.lists = lists;
