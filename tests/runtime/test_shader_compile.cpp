@@ -45,7 +45,8 @@ TEST(ShaderCompile, UnattributedBuffersTakeTheFreeIndicesInOrder) {
       "kernel void k(device float* a, const device float* b [[buffer(0)]], constant uint& n,\n"
       "              threadgroup float* scratch, uint i [[thread_position_in_grid]]) {}\n";
   auto lib = dev().compileLibrary(src, named("auto.metal"));
-  const auto& args = lib->newComputePipeline("k")->arguments();
+  auto pipeline = lib->newComputePipeline("k");
+  const auto& args = pipeline->arguments();
   ASSERT_EQ(args.size(), 4u);
   EXPECT_EQ(args[0].name, "b");  // explicit 0
   EXPECT_EQ(args[1].name, "a");  // then a and n take 1 and 2

@@ -110,6 +110,7 @@ struct KernelParam {
   bool auto_index = false;       // a buffer/threadgroup pointer without an index attribute
   std::string function_constant;  // [[function_constant(x)]]: present only if x is true
   size_t first_tok = 0;
+  std::string type_text;  // the declaration before the name ("" when not plain)
 };
 
 struct KernelDef {
@@ -557,6 +558,12 @@ class Translator {
       KernelParam p;
       p.name = pname;
       p.first_tok = b;
+      // The type is everything before the name, when nothing but attributes follows it.
+      if (name != std::string::npos && name > b) {
+        bool plain = true;
+        for (size_t k = name + 1; k < e; ++k) plain = plain && toks_[k].kind == Tok::Attr;
+        if (plain) p.type_text = text(b, name - 1);
+      }
       std::string binding;
       size_t at = attr == std::string::npos ? b : attr;
       if (attr != std::string::npos) {
@@ -800,6 +807,21 @@ class Translator {
 
   // ---- generated wrappers ----
 
+  // The kernel's function pointer type. Spelled out from its parameters for a plain
+  // kernel, so that taking its address picks it even when the source's `using
+  // namespace metal;` (or the host's C library) overloads its name (`divide`, `erf`);
+  // a template's instantiation is deduced.
+  template <class Entry>
+  std::string functionPointerType(const Entry& en) const {
+    const KernelDef& d = *en.def;
+    bool spelled = !d.is_template;
+    for (const KernelParam& p : d.params) spelled = spelled && !p.type_text.empty();
+    if (!spelled) return "decltype(&" + en.callee + ")";
+    std::string t = "void (*)(";
+    for (size_t p = 0; p < d.params.size(); ++p) t += (p ? ", " : "") + d.params[p].type_text;
+    return t + ")";
+  }
+
   std::string emit(const std::string& body, std::vector<TranslatedKernel>& out_kernels) {
     struct Entry {
       std::string host, callee;
@@ -851,10 +873,12 @@ class Translator {
       const Entry& en = entries[e];
       const KernelDef& d = *en.def;
       std::string n = std::to_string(e);
-      o << "using msim_fn_" << n << " = decltype(&" << en.callee << ");\n"
+      // Qualified, so a kernel named like a metal:: function (`divide`, `sum`) is not
+      // overloaded with it by the source's `using namespace metal;`.
+      o << "using msim_fn_" << n << " = " << functionPointerType(en) << ";\n"
         << "inline void msim_call_" << n
         << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) {\n"
-        << "  (void)L; (void)M; (void)t;\n  " << en.callee << "(";
+        << "  (void)L; (void)M; (void)t;\n  static_cast<msim_fn_" << n << ">(&" << en.callee << ")(";
       std::vector<const KernelParam*> bound;
       for (size_t p = 0; p < d.params.size(); ++p) {
         const KernelParam& kp = d.params[p];
