@@ -17,8 +17,7 @@ def dev(t):
 
 
 # One kernel per function: the translator registers kernels it can see in the source
-# (not ones a macro would generate). Prefixed: a kernel named `erf` would clash with
-# the host's C erf in the simulator's wrappers.
+# (a macro's expansion included). Prefixed, to keep kernel and function names apart.
 SPECIAL_FUNCTIONS = {
     # name in the kernel: (c10::metal expression of v, CPU reference, input range)
     "erf": ("c10::metal::erf(v)", torch.special.erf, (-3, 3)),
