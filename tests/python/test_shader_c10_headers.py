@@ -254,3 +254,34 @@ kernel void helpers(device float* out, device long* iout, const device float* a,
     torch.testing.assert_close(got[finite, 3], torch.log1p(a[finite]), rtol=2e-6, atol=1e-7)
     assert torch.equal(iout.cpu()[:, 0], torch.div(p, q, rounding_mode="floor"))
     assert torch.equal(iout.cpu()[:, 1], torch.remainder(p, q))
+
+
+def test_ops_registered_through_c10_indexing_macros():
+    # <c10/metal/indexing.h> defines PyTorch's elementwise kernel templates in
+    # namespace c10::metal and macros that instantiate them with qualified names
+    # (`kernel void ::c10::metal::unary_dense<T, F>(...)`); here with a functor of ours.
+    lib = torch.metalx.compile_shader("""
+#include <c10/metal/indexing.h>
+#include <metal_stdlib>
+using namespace metal;
+using namespace c10::metal;
+struct cube_plus_one_functor {
+  template <typename T>
+  inline T operator()(const T x) {
+    return x * x * x + T(1);
+  }
+};
+REGISTER_UNARY_OP(cube_plus_one, float, float);
+REGISTER_UNARY_OP(cube_plus_one, half, half);
+""", name="c10_ops.metal")
+    assert {"cube_plus_one_dense_float_float", "cube_plus_one_strided_half_half"} <= set(lib.kernel_names)
+    from metalx.shaders import UInt32
+    x = torch.randn(1001)
+    out = dev(torch.empty(1001))
+    # Each thread of the dense kernel handles ILP_PER_THREAD (4) elements.
+    lib.cube_plus_one_dense_float_float(out, dev(x), UInt32(1001), threads=(1001 + 3) // 4)
+    torch.testing.assert_close(out.cpu(), x * x * x + 1, rtol=1e-6, atol=1e-6)
+    xh = x.half()
+    outh = dev(torch.empty(1001, dtype=torch.half))
+    lib.cube_plus_one_dense_half_half(outh, dev(xh), UInt32(1001), threads=(1001 + 3) // 4)
+    torch.testing.assert_close(outh.cpu(), xh * xh * xh + 1, rtol=1e-3, atol=1e-3)

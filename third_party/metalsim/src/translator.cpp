@@ -115,6 +115,7 @@ struct KernelParam {
 
 struct KernelDef {
   std::string name;
+  std::string scope;  // enclosing namespaces, "a::b::"
   bool is_template = false;
   std::string host_name;      // from [[host_name("...")]], if any
   unsigned max_threads = 0;
@@ -124,6 +125,7 @@ struct KernelDef {
 };
 
 struct Instantiation {
+  bool qualified = false;  // written as ns::name<...>: usable as is from the wrappers
   std::string template_name;
   std::string template_id;  // e.g. "add<float>"
   std::string host_name;
@@ -484,13 +486,19 @@ class Translator {
       size_t id_begin = close + 1, id_end = id_begin;
       while (id_end < toks_.size() && !punct(id_end, ";")) ++id_end;
       if (id_end == id_begin) fail(i, "malformed kernel instantiation");
-      addInstantiation(id_begin, id_end - 1, host_name, i);
+      size_t name_tok = qualifiedNameEnd(id_begin);
+      if (name_tok == std::string::npos) fail(i, "malformed kernel instantiation");
+      addInstantiation(id_begin, name_tok, id_end - 1, host_name, i);
       return;
     }
     if (!is(i, Tok::Ident, "void")) fail(i, "a kernel function must return void");
     ++i;
-    if (i >= toks_.size() || toks_[i].kind != Tok::Ident) fail(i, "expected the kernel's name");
-    size_t name_tok = i++;
+    // The name, possibly qualified (`::c10::metal::unary_dense<...>` in an explicit
+    // instantiation of a template defined in a namespace).
+    size_t qual_first = i;
+    size_t name_tok = qualifiedNameEnd(i);
+    if (name_tok == std::string::npos) fail(i, "expected the kernel's name");
+    i = name_tok + 1;
     size_t id_end = name_tok;
     if (punct(i, "<")) {  // explicit instantiation names template arguments
       size_t close = matchAngle(i);
@@ -504,12 +512,13 @@ class Translator {
     while (after < toks_.size() && toks_[after].kind == Tok::Attr) readFunctionAttrs(after++);
 
     if (explicit_inst) {
-      addInstantiation(name_tok, id_end, host_name, name_tok);
+      addInstantiation(qual_first, name_tok, id_end, host_name, name_tok);
       return;
     }
     if (!punct(after, "{")) return;  // a prototype: the definition comes elsewhere
     KernelDef def;
     def.name = toks_[name_tok].text;
+    def.scope = namespaceScope(name_tok);
     def.is_template = is_template;
     def.host_name = host_name;
     def.max_threads = max_threads;
@@ -520,10 +529,32 @@ class Translator {
     kernels_.push_back(std::move(def));
   }
 
-  void addInstantiation(size_t id_first, size_t id_last, const std::string& host, size_t at) {
+  // The last identifier of `a::b::name` / `::name` / `name` starting at i (npos if none).
+  size_t qualifiedNameEnd(size_t i) const {
+    if (punct(i, "::")) ++i;
+    while (i + 1 < toks_.size() && toks_[i].kind == Tok::Ident && punct(i + 1, "::")) i += 2;
+    return i < toks_.size() && toks_[i].kind == Tok::Ident ? i : std::string::npos;
+  }
+
+  // "a::b::" for a token inside `namespace a { namespace b {` (anonymous ones add
+  // nothing: they are reachable unqualified from the wrappers).
+  std::string namespaceScope(size_t tok) const {
+    std::string scope;
+    for (size_t k = 0; k < tok; ++k) {
+      if (!is(k, Tok::Ident, "namespace")) continue;
+      size_t j = k + 1;
+      std::string name;
+      while (j < toks_.size() && (toks_[j].kind == Tok::Ident || punct(j, "::"))) name += toks_[j++].text;
+      if (punct(j, "{") && match_[j] > tok && !name.empty()) scope += name + "::";
+    }
+    return scope;
+  }
+
+  void addInstantiation(size_t id_first, size_t name_tok, size_t id_last, const std::string& host, size_t at) {
     Instantiation inst;
-    inst.template_name = toks_[id_first].text;
+    inst.template_name = toks_[name_tok].text;
     inst.template_id = text(id_first, id_last);
+    inst.qualified = id_first != name_tok;
     inst.host_name = host;
     inst.where = where(toks_[at].begin);
     if (host.empty())
@@ -814,7 +845,7 @@ class Translator {
   template <class Entry>
   std::string functionPointerType(const Entry& en) const {
     const KernelDef& d = *en.def;
-    bool spelled = !d.is_template;
+    bool spelled = !d.is_template && d.scope.empty();  // a namespace's types need its scope
     for (const KernelParam& p : d.params) spelled = spelled && !p.type_text.empty();
     if (!spelled) return "decltype(&" + en.callee + ")";
     std::string t = "void (*)(";
@@ -837,7 +868,7 @@ class Translator {
       entries.push_back({host, callee, def});
     };
     for (const KernelDef& k : kernels_)
-      if (!k.is_template) addEntry(k.host_name.empty() ? k.name : k.host_name, k.name, &k, k.where);
+      if (!k.is_template) addEntry(k.host_name.empty() ? k.name : k.host_name, k.scope + k.name, &k, k.where);
     for (const Instantiation& in : insts_) {
       const KernelDef* def = nullptr;
       for (const KernelDef& k : kernels_)
@@ -845,7 +876,7 @@ class Translator {
       if (!def)
         throw TranslateError(in.where +
                              ": error: no kernel template named '" + in.template_name + "'");
-      addEntry(in.host_name, in.template_id, def, in.where);
+      addEntry(in.host_name, in.qualified ? in.template_id : def->scope + in.template_id, def, in.where);
     }
 
     std::ostringstream o;
