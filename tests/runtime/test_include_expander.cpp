@@ -44,6 +44,16 @@ TEST(IncludeExpander, InlinesFoundHeadersOnceWithLineMarkers) {
   EXPECT_NE(out.find("kernel void k() {}"), std::string::npos);
 }
 
+TEST(IncludeExpander, QuotedIncludesFindHeadersBesideTheIncluder) {
+  std::string dir = tempDir();
+  mkdir((dir + "/lib").c_str(), 0755);
+  write(dir + "/lib/outer.h", "#include \"inner.h\"\nint outer_fn();\n");
+  write(dir + "/lib/inner.h", "int inner_fn();\n");
+  std::string out = expandIncludes("#include <lib/outer.h>\n", "s.metal", {dir});
+  EXPECT_EQ(count(out, "int inner_fn();"), 1u) << out;
+  EXPECT_EQ(count(out, "#include"), 0u) << out;
+}
+
 TEST(IncludeExpander, WithoutDirectoriesTheSourceIsUnchanged) {
   const std::string src = "#include <c10/metal/utils.h>\nkernel void k() {}\n";
   EXPECT_EQ(expandIncludes(src, "s.metal", {}), src);

@@ -20,13 +20,14 @@ bool isFile(const std::string& p) {
 }
 
 // The path inside <...> or "..." of an #include line, or "" if the line is not one.
-std::string includedPath(const std::string& line) {
+std::string includedPath(const std::string& line, bool* quoted_form) {
   size_t p = line.find_first_not_of(" \t");
   if (p == std::string::npos || line[p] != '#') return "";
   p = line.find_first_not_of(" \t", p + 1);
   if (p == std::string::npos || line.compare(p, 7, "include") != 0) return "";
   p = line.find_first_of("<\"", p + 7);
   if (p == std::string::npos) return "";
+  *quoted_form = line[p] == '"';
   size_t e = line.find(line[p] == '<' ? '>' : '"', p + 1);
   return e == std::string::npos ? "" : line.substr(p + 1, e - p - 1);
 }
@@ -57,8 +58,9 @@ class Expander {
     size_t number = 0;
     while (std::getline(lines, line)) {
       ++number;
-      std::string path = includedPath(line);
-      std::string file = path.empty() ? "" : resolve(path);
+      bool quoted_form = false;
+      std::string path = includedPath(line, &quoted_form);
+      std::string file = path.empty() ? "" : resolve(path, quoted_form ? name : "");
       if (file.empty()) {
         out << (isPragmaOnce(line) ? "" : line) << '\n';
         continue;
@@ -80,8 +82,13 @@ class Expander {
   }
 
  private:
-  std::string resolve(const std::string& path) const {
+  // `#include "x"` looks beside the including header first (as C does); then, as
+  // `#include <x>` does, in the directories in order.
+  std::string resolve(const std::string& path, const std::string& includer) const {
     if (path.empty() || path[0] == '/') return "";
+    size_t slash = includer.rfind('/');
+    if (slash != std::string::npos && isFile(includer.substr(0, slash) + "/" + path))
+      return includer.substr(0, slash) + "/" + path;
     for (const std::string& d : dirs_)
       if (!d.empty() && isFile(d + "/" + path)) return d + "/" + path;
     return "";

@@ -8,7 +8,8 @@
 // register or classify it. So `#include <x>` / `#include "x"` whose file is found in
 // one of the given directories is replaced by that file's text (once per file, as
 // `#pragma once` and include guards would have it), framed by #line directives so
-// diagnostics still name the header and its lines. Includes not found there
+// diagnostics still name the header and its lines. `#include "x"` in a header also
+// finds x beside that header. Includes not found there
 // (<metal_stdlib>, the split MSL headers, anything conditional on not being Metal)
 // stay for the host compiler, which sees the prelude's directory.
 #pragma once
