@@ -131,6 +131,12 @@ static_assert(__METAL_VERSION__ >= 310, "");
 
 union Bits { float f; uint u; };
 
+// Address-space qualified references and pointers in templates.
+template <typename T> void accumulate(thread T& acc, const device T* p, uint n) {
+  for (uint k = 0; k < n; ++k) acc += p[k];
+}
+template <typename T> T first_of(constant T& c) { return c; }
+
 template <typename T> struct Pair { T a, b; };
 
 kernel void constructs(device float* out, device uint* bits, const device float* x,
@@ -145,6 +151,9 @@ kernel void constructs(device float* out, device uint* bits, const device float*
   r = metal::fma(r, 2.0f, 1.0f);
   r = metal::select(r, -r, v < 0);  // select(a, b, c) is c ? b : a
   r += metal::precise::sqrt(metal::abs(v)) - metal::fast::sqrt(metal::abs(v));
+  float acc = 0;
+  accumulate(acc, x + i, 1);  // acc = v
+  r += acc - v + float(uint(first_of(op)) - 1);  // + 0
   out[i] = r;
 }
 """)
