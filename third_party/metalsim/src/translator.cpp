@@ -325,21 +325,6 @@ class Translator {
     name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
     return name;
   }
-  // host_name("norm_" "float"): adjacent string literals (a macro's `"x_" #T`) join.
-  static std::string hostNameArg(const std::string& attr) {
-    size_t a = attr.find('('), b = attr.rfind(')');
-    if (a == std::string::npos || b == std::string::npos || b < a) return "";
-    std::string inner = attr.substr(a + 1, b - a - 1), out;
-    bool any = false;
-    for (size_t i = 0; i < inner.size(); ++i) {
-      if (inner[i] != '"') continue;
-      any = true;
-      size_t e = i + 1;
-      for (; e < inner.size() && inner[e] != '"'; ++e) out += inner[e] == '\\' && e + 1 < inner.size() ? inner[++e] : inner[e];
-      i = e;
-    }
-    return any ? out : attrArg(attr);
-  }
   static std::string attrArg(const std::string& attr) {
     size_t a = attr.find('('), b = attr.rfind(')');
     if (a == std::string::npos || b == std::string::npos || b < a) return "";
@@ -474,7 +459,7 @@ class Translator {
     auto readFunctionAttrs = [&](size_t a) {
       for (const std::string& t : attrParts(toks_[a].text)) {
         std::string name = attrName(t);
-        if (name == "host_name") host_name = hostNameArg(t);
+        if (name == "host_name") host_name = attrArg(t);
         if (name == "max_total_threads_per_threadgroup") max_threads = attrIndex(a, t);
       }
     };
