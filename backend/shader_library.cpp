@@ -65,8 +65,10 @@ struct ShaderValue {
 
 class ShaderLibrary {
  public:
-  ShaderLibrary(std::string source, std::string name) : source_(std::move(source)) {
+  ShaderLibrary(std::string source, std::string name, std::vector<std::string> include_dirs)
+      : source_(std::move(source)) {
     options_.source_name = std::move(name);
+    options_.include_dirs = std::move(include_dirs);
     home_ = currentDevice();
     rt::LibraryPtr library = compileOn(home_, source_, options_);
     libraries_[home_] = library;
@@ -230,8 +232,16 @@ class ShaderKernel {
   rt::ComputePipelinePtr pipeline(c10::DeviceIndex device) {
     rt::LibraryPtr library = library_->on(device);
     py::gil_scoped_release no_gil;
-    return devicePipelines(device).get(library, name_);
+    return devicePipelines(device).get(library, name_, constants_);
   }
+
+  // This kernel with function constant values (a pipeline per value set, cached).
+  ShaderKernel specialized(rt::FunctionConstantValues constants) const {
+    ShaderKernel k = *this;
+    k.constants_ = std::move(constants);
+    return k;
+  }
+  const rt::FunctionConstantValues& constants() const { return constants_; }
 
   void call(py::args args, py::kwargs kwargs);
 
@@ -240,7 +250,46 @@ class ShaderKernel {
 
   std::shared_ptr<ShaderLibrary> library_;
   std::string name_;
+  rt::FunctionConstantValues constants_;
 };
+
+// A Python value as a function constant: a metalx.shaders exact-type value keeps its
+// type; bool -> bool, int -> int, float -> float.
+rt::FunctionConstantValue constantValue(py::handle obj, const std::string& what) {
+  using T = rt::FunctionConstantValue::Type;
+  rt::FunctionConstantValue v;
+  if (py::isinstance<ShaderValue>(obj)) {
+    const ShaderValue& sv = obj.cast<const ShaderValue&>();
+    static const std::map<std::string, T> types = {
+        {"bool", T::Bool}, {"char", T::Char},     {"uchar", T::UChar}, {"short", T::Short},
+        {"ushort", T::UShort}, {"int", T::Int},   {"uint", T::UInt},   {"long", T::Long},
+        {"ulong", T::ULong}, {"half", T::Half},   {"bfloat", T::BFloat}, {"float", T::Float}};
+    auto it = types.find(sv.type_name);
+    if (it == types.end() || sv.bytes.size() != rt::functionConstantTypeSize(it->second))
+      raise(PyExc_TypeError, what + ": a function constant takes one value, got " + sv.type_name + " of " +
+                                 std::to_string(sv.bytes.size()) + " bytes");
+    v.type = it->second;
+    v.bytes = sv.bytes;
+  } else if (PyBool_Check(obj.ptr())) {
+    v.type = T::Bool;
+    append<uint8_t>(v.bytes, obj.ptr() == Py_True);
+  } else if (isInt(obj)) {
+    int64_t x = toInt64(obj, what);
+    if (x < INT32_MIN || x > INT32_MAX)
+      raise(PyExc_OverflowError, what + ": " + std::to_string(x) +
+                                     " does not fit in int (pass metalx.shaders.Int64(...) for a long constant)");
+    v.type = T::Int;
+    append<int32_t>(v.bytes, static_cast<int32_t>(x));
+  } else if (PyFloat_Check(obj.ptr())) {
+    v.type = T::Float;
+    append<float>(v.bytes, static_cast<float>(PyFloat_AsDouble(obj.ptr())));
+  } else {
+    raise(PyExc_TypeError, what + " has type " + Py_TYPE(obj.ptr())->tp_name +
+                               "; function constants take bool, int (int), float (float) or a metalx.shaders "
+                               "value such as UInt32(3) or Float16(0.5)");
+  }
+  return v;
+}
 
 struct Binding {
   rt::BufferPtr buffer;  // a tensor's buffer, or null for inline bytes
@@ -404,10 +453,12 @@ void registerShaderBindings(py::module_& m) {
       .def_property_readonly("nbytes", [](const ShaderValue& v) { return v.bytes.size(); });
 
   py::class_<ShaderLibrary, std::shared_ptr<ShaderLibrary>>(m, "_ShaderLibrary")
-      .def(py::init([](std::string source, std::string name) {
-             return translated([&] { return std::make_shared<ShaderLibrary>(std::move(source), std::move(name)); });
+      .def(py::init([](std::string source, std::string name, std::vector<std::string> include_dirs) {
+             return translated([&] {
+               return std::make_shared<ShaderLibrary>(std::move(source), std::move(name), std::move(include_dirs));
+             });
            }),
-           py::arg("source"), py::arg("name"))
+           py::arg("source"), py::arg("name"), py::arg("include_dirs") = std::vector<std::string>{})
       .def_property_readonly("kernel_names", &ShaderLibrary::kernelNames)
       .def_property_readonly("source_name", &ShaderLibrary::sourceName)
       .def_property_readonly("device", [](const ShaderLibrary& l) { return static_cast<int>(l.home()); })
@@ -425,6 +476,45 @@ void registerShaderBindings(py::module_& m) {
       })
       .def("__call__", [](ShaderKernel& k, py::args args, py::kwargs kwargs) {
         translated([&] { k.call(std::move(args), std::move(kwargs)); });
+      })
+      // specialize({index: value}, name=value, ...): the kernel with these function
+      // constant values; its pipeline is made (and checked) now.
+      .def("specialize", [](const ShaderKernel& k, py::args args, py::kwargs kwargs) {
+        rt::FunctionConstantValues values;
+        for (py::handle a : args) {
+          if (!PyDict_Check(a.ptr()))
+            raise(PyExc_TypeError, "specialize() takes a dict {index: value} and/or name=value keywords");
+          for (auto [key, value] : py::reinterpret_borrow<py::dict>(a)) {
+            if (!isInt(key))
+              raise(PyExc_TypeError, "specialize(): dict keys are function constant indices (ints), got " +
+                                         std::string(Py_TYPE(key.ptr())->tp_name));
+            rt::FunctionConstantValue v = constantValue(value, "function constant " + py::str(key).cast<std::string>());
+            v.index = toInt64(key, "function constant index");
+            values.push_back(std::move(v));
+          }
+        }
+        for (auto [key, value] : kwargs) {
+          std::string name = py::str(key);
+          rt::FunctionConstantValue v = constantValue(value, "function constant '" + name + "'");
+          v.name = name;
+          values.push_back(std::move(v));
+        }
+        for (const rt::FunctionConstantValue& c : k.constants()) {  // earlier values stay unless replaced
+          bool replaced = false;
+          for (const auto& v : values) replaced |= c.index >= 0 ? v.index == c.index : v.name == c.name;
+          if (!replaced) values.push_back(c);
+        }
+        ShaderKernel s = k.specialized(std::move(values));
+        translated([&] {
+          try {
+            s.pipeline(s.home());
+          } catch (const rt::Error& e) {
+            if (e.kind() == rt::ErrorKind::Validation) raise(PyExc_ValueError, e.what());
+            if (e.kind() == rt::ErrorKind::Compile) raise(g_compile_error, e.what());
+            throw;
+          }
+        });
+        return s;
       });
 }
 

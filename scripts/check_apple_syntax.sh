@@ -2,8 +2,11 @@
 # Syntax-checks the Apple-only Objective-C++ sources (backend/runtime/metal/*.mm) on a
 # machine without Apple's SDK: clang parses each one against the minimal Metal and
 # Foundation declarations in tests/apple_syntax/ (written from Apple's documentation).
-# Catches misspelt selectors, wrong argument types and plain C++ mistakes in the Metal
-# driver; it cannot tell whether the driver behaves correctly (only a Mac can).
+# Catches plain C++ mistakes in the Metal driver. Then scripts/check_apple_api.py checks
+# every Objective-C message the driver sends against Apple's own declarations
+# (metal-cpp, fetched from PyPI at check time): selector names, receiver classes,
+# argument and result types, and APIs newer than the minimum macOS without an
+# @available guard. Neither can tell whether the driver behaves correctly (only a Mac can).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,5 +52,8 @@ for f in "${sources[@]}"; do
 done
 if [[ $status -ne 0 ]]; then
   echo "check_apple_syntax: the Metal driver does not parse against Apple's API (above)" >&2
+  exit $status
 fi
-exit $status
+
+# Against Apple's declarations (a hard check: CI reaches PyPI).
+CLANG="$CLANG" "${PYTHON:-python3}" scripts/check_apple_api.py

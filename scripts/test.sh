@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_system.sh
-bash scripts/check_apple_syntax.sh   # the Metal driver (.mm) against Apple's documented API
+bash scripts/check_apple_syntax.sh   # the Metal driver (.mm): parses, and matches Apple's metal-cpp (from PyPI)
 bash scripts/test_runtime.sh
 bash scripts/install_dev.sh
 bash scripts/test_upstream_subset.sh   # PyTorch's own op/module tests (OpInfo subset) on metalx

@@ -35,6 +35,24 @@ Arguments bind in order to [[buffer(0)]], [[buffer(1)]], ...:
   does NOT hold for float: `constant half& h` reading a float32 gets garbage; use
   `Float16(x)`.
 
+Parameters without [[buffer(n)]] (device/constant pointers and references) are
+numbered in order, as Metal does, so `kernel void f(device float* out, constant
+float& a, uint i [[thread_position_in_grid]])` takes (out, a).
+
+Headers: `#include <c10/metal/utils.h>` (and every header under the installed
+torch's include/, e.g. <c10/metal/special_math.h>, <c10/metal/reduction_utils.h>)
+resolves from the installed torch, as with torch.mps.compile_shader; pass
+`include_dirs=[...]` to compile_shader for headers of your own (searched first).
+
+Function constants (`constant bool has_bias [[function_constant(0)]];`):
+`k = lib.my_kernel.specialize(has_bias=True, n=UInt32(4))` (by name) or
+`lib.my_kernel.specialize({0: True})` (by index) returns the kernel specialised
+with those values; each value set is its own pipeline, made once and cached.
+Values: bool -> bool, int -> int, float -> float, or an exact type such as
+UInt32(4) or Float16(0.5) (the type must be the declared one). A constant given
+no value is undefined: `is_function_constant_defined(name)` is false, and
+parameters marked [[function_constant(name)]] are not bound.
+
 Launch: `threads` is the grid (an int or a tuple of up to 3 ints; default: the
 first tensor argument's numel), `group_size` the threadgroup size (default
 min(threads, kernel.max_threads_per_threadgroup, 256), filled x first), and
@@ -58,6 +76,7 @@ cheap. On the simulator (no Apple GPU) kernels run on CPU threads; see
 third_party/metalsim/prelude/README.md for the MSL subset it supports.
 """
 
+import os
 import struct
 
 import torch
@@ -90,16 +109,22 @@ class ShaderLibrary:
     """Kernels of one compiled Metal source, as attributes: `lib.my_kernel(...)`.
 
     `lib["name"]` reaches a kernel whose name is also an attribute of this class.
-    Each kernel has `max_threads_per_threadgroup`, `thread_execution_width` and
-    `name`, and is called as `kernel(*args, threads=None, group_size=None,
-    threadgroup_memory=None)` (see the module docstring).
+    Each kernel has `max_threads_per_threadgroup`, `thread_execution_width`,
+    `name` and `specialize(...)` (function constants), and is called as
+    `kernel(*args, threads=None, group_size=None, threadgroup_memory=None)` (see
+    the module docstring).
     """
 
-    def __init__(self, source, name="shader.metal"):
+    def __init__(self, source, name="shader.metal", include_dirs=None):
         if not isinstance(source, str):
             raise TypeError(f"compile_shader: source must be a str, got {type(source).__name__}")
+        dirs = [os.fspath(d) for d in (include_dirs or [])]
+        for d in dirs:
+            if not os.path.isdir(d):
+                raise ValueError(f"compile_shader: include directory {d!r} does not exist")
+        dirs.append(_torch_include_dir())
         _lazy_init()  # start the runtime as any first metalx call does
-        self._lib = _C._ShaderLibrary(source, name)
+        self._lib = _C._ShaderLibrary(source, name, dirs)
         self._kernels = {}
 
     @property
@@ -137,13 +162,20 @@ class ShaderLibrary:
         return f"<metalx ShaderLibrary {self.name!r}: {', '.join(self._lib.kernel_names)}>"
 
 
-def compile_shader(source, name="shader.metal"):
+def _torch_include_dir():
+    # Where the installed torch keeps its headers, <c10/metal/*.h> among them.
+    return os.path.join(os.path.dirname(torch.__file__), "include")
+
+
+def compile_shader(source, name="shader.metal", include_dirs=None):
     """Compiles Metal Shading Language `source`; returns a ShaderLibrary.
 
     `name` is the file name compile diagnostics use (`name:LINE:COL: error ...`).
+    `#include` finds headers in `include_dirs` (if given), then in the installed
+    torch's include directory (<c10/metal/...>).
     Raises ShaderCompileError (a RuntimeError) if the source does not compile.
     """
-    return ShaderLibrary(source, name)
+    return ShaderLibrary(source, name, include_dirs)
 
 
 # ---- exact-type values -------------------------------------------------------

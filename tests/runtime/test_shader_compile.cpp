@@ -39,6 +39,38 @@ TEST(ShaderCompile, UnsupportedFeatureIsNamed) {
                   "textures, samplers and stage_in are not simulated");
 }
 
+TEST(ShaderCompile, UnattributedBuffersTakeTheFreeIndicesInOrder) {
+  const char* src =
+      "#include <metal_stdlib>\n"
+      "kernel void k(device float* a, const device float* b [[buffer(0)]], constant uint& n,\n"
+      "              threadgroup float* scratch, uint i [[thread_position_in_grid]]) {}\n";
+  auto lib = dev().compileLibrary(src, named("auto.metal"));
+  auto pipeline = lib->newComputePipeline("k");
+  const auto& args = pipeline->arguments();
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[0].name, "b");  // explicit 0
+  EXPECT_EQ(args[1].name, "a");  // then a and n take 1 and 2
+  EXPECT_EQ(args[1].index, 1u);
+  EXPECT_EQ(args[2].name, "n");
+  EXPECT_EQ(args[2].index, 2u);
+  EXPECT_EQ(args[3].kind, KernelArgument::Kind::Threadgroup);
+  EXPECT_EQ(args[3].index, 0u);
+}
+
+TEST(ShaderCompile, MacroInstantiatedKernelsAreRegistered) {
+  const char* src =
+      "#include <metal_stdlib>\n"
+      "template <typename T> [[kernel]] void fill(device T* d [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+      "  d[i] = T(1);\n"
+      "}\n"
+      "#define INST(T) template [[host_name(\"fill_\" #T)]] [[kernel]] void fill<T>(device T*, uint);\n"
+      "INST(float)\n"
+      "INST(int)\n";
+  auto lib = dev().compileLibrary(src, named("macros.metal"));
+  EXPECT_TRUE(lib->hasFunction("fill_float"));
+  EXPECT_TRUE(lib->hasFunction("fill_int"));
+}
+
 TEST(ShaderCompile, TemplateWithoutHostNameIsRejected) {
   const char* src =
       "template <typename T> kernel void k(device T* p [[buffer(0)]]) {}\n"

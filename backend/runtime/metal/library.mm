@@ -3,6 +3,8 @@
 // source at run time, and pipelines with their reflection.
 #include "metal_objects.h"
 
+#include "metalx/runtime/include_expander.h"
+
 #include <cstdio>
 #include <algorithm>
 #include <functional>
@@ -66,7 +68,10 @@ LibraryPtr MetalDevice::compileLibrary(const std::string& source, const CompileO
       [opts setFastMathEnabled:options.fast_math ? YES : NO];
     }
     NSError* error = nil;
-    id<MTLLibrary> lib = [device_ newLibraryWithSource:toNSString(source) options:opts error:&error];
+    // Metal compiles run-time source with no include path: headers of the given
+    // directories (<c10/metal/...>) are inlined first.
+    const std::string expanded = expandIncludes(source, options.source_name, options.include_dirs);
+    id<MTLLibrary> lib = [device_ newLibraryWithSource:toNSString(expanded) options:opts error:&error];
     if (!lib) {
       // Metal names the source "program_source" in its diagnostics; the caller gets
       // its own name with the same line and column numbers.
@@ -76,7 +81,7 @@ LibraryPtr MetalDevice::compileLibrary(const std::string& source, const CompileO
     }
     // Warnings come back in `error` with a library: nothing to report.
     std::string identity = "source:" + hexHash(options.language_version +
-                                               (options.fast_math ? "|fast|" : "|safe|") + source);
+                                               (options.fast_math ? "|fast|" : "|safe|") + expanded);
     return std::make_shared<MetalLibrary>(*this, lib, identity);
   }
 }
@@ -106,6 +111,63 @@ ComputePipelinePtr MetalLibrary::newComputePipeline(const std::string& function_
     if (!fn || [fn functionType] != MTLFunctionTypeKernel)
       throw Error(ErrorKind::NotFound,
                   validation::unknownFunction(function_name, identity_, functionNames()));
+    return pipelineFor(fn, function_name);
+  }
+}
+
+namespace {
+
+MTLDataType dataType(FunctionConstantValue::Type type) {
+  using T = FunctionConstantValue::Type;
+  switch (type) {
+    case T::Bool: return MTLDataTypeBool;
+    case T::Char: return MTLDataTypeChar;
+    case T::UChar: return MTLDataTypeUChar;
+    case T::Short: return MTLDataTypeShort;
+    case T::UShort: return MTLDataTypeUShort;
+    case T::Int: return MTLDataTypeInt;
+    case T::UInt: return MTLDataTypeUInt;
+    case T::Long: return MTLDataTypeLong;
+    case T::ULong: return MTLDataTypeULong;
+    case T::Half: return MTLDataTypeHalf;
+    case T::BFloat: return MTLDataTypeBFloat;
+    case T::Float: return MTLDataTypeFloat;
+  }
+  return MTLDataTypeNone;
+}
+
+}  // namespace
+
+ComputePipelinePtr MetalLibrary::newComputePipeline(const std::string& function_name,
+                                                    const FunctionConstantValues& constants) {
+  if (constants.empty()) return newComputePipeline(function_name);
+  functionConstantsKey(constants);  // checks each value's size against its type
+  @autoreleasepool {
+    MTLFunctionConstantValues* values = [[MTLFunctionConstantValues alloc] init];
+    for (const FunctionConstantValue& c : constants) {
+      if (c.index >= 0)
+        [values setConstantValue:c.bytes.data() type:dataType(c.type) atIndex:static_cast<NSUInteger>(c.index)];
+      else
+        [values setConstantValue:c.bytes.data() type:dataType(c.type) withName:toNSString(c.name)];
+    }
+    NSError* error = nil;
+    id<MTLFunction> fn = [library_ newFunctionWithName:toNSString(function_name) constantValues:values error:&error];
+    if (!fn) {
+      if (!hasFunction(function_name))
+        throw Error(ErrorKind::NotFound, validation::unknownFunction(function_name, identity_, functionNames()));
+      // Metal's reason: a constant of another type, a value missing, ...
+      throw Error(ErrorKind::Validation, "kernel '" + function_name +
+                                             "': Metal could not specialise it with these function constants: " +
+                                             describeNSError(error));
+    }
+    if ([fn functionType] != MTLFunctionTypeKernel)
+      throw Error(ErrorKind::NotFound, validation::unknownFunction(function_name, identity_, functionNames()));
+    return pipelineFor(fn, function_name);
+  }
+}
+
+ComputePipelinePtr MetalLibrary::pipelineFor(id<MTLFunction> fn, const std::string& function_name) {
+  @autoreleasepool {
     NSError* error = nil;
     MTLComputePipelineReflection* reflection = nil;
     id<MTLComputePipelineState> state =

@@ -69,9 +69,14 @@ class MetalLibrary final : public Library {
   std::vector<std::string> functionNames() const override;
   bool hasFunction(const std::string& name) const override;
   ComputePipelinePtr newComputePipeline(const std::string& function_name) override;
+  ComputePipelinePtr newComputePipeline(const std::string& function_name,
+                                        const FunctionConstantValues& constants) override;
   const std::string& identity() const override { return identity_; }
 
  private:
+  // The pipeline of a function already looked up (plain or specialised).
+  ComputePipelinePtr pipelineFor(id<MTLFunction> fn, const std::string& function_name);
+
   MetalDevice& device_;
   id<MTLLibrary> library_;
   std::string identity_;

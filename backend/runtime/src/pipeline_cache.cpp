@@ -36,9 +36,18 @@ ComputePipelinePtr PipelineCache::get(const LibraryPtr& library,
                                 [&] { return library->newComputePipeline(function_name); });
 }
 
+ComputePipelinePtr PipelineCache::get(const LibraryPtr& library, const std::string& function_name,
+                                      const FunctionConstantValues& constants) {
+  if (constants.empty()) return get(library, function_name);
+  std::string key = library->identity() + '\n' + function_name + '\n' + functionConstantsKey(constants);
+  return pipelines_.getOrCreate(key, [&] { return library->newComputePipeline(function_name, constants); });
+}
+
 LibraryPtr PipelineCache::compile(const std::string& source, const CompileOptions& options) {
   std::string key = options.language_version + (options.fast_math ? "|fast|" : "|safe|") +
-                    options.source_name + '\n' + source;
+                    options.source_name + '\n';
+  for (const std::string& dir : options.include_dirs) key += "-I" + dir + '\n';
+  key += source;
   return libraries_.getOrCreate(key, [&] { return device_.compileLibrary(source, options); });
 }
 

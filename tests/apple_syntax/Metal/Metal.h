@@ -54,6 +54,14 @@ typedef NS_ENUM(NSUInteger, MTLFunctionType){
     MTLFunctionTypeKernel = 3,
 };
 
+typedef NS_ENUM(NSUInteger, MTLDataType){
+    MTLDataTypeNone = 0,    MTLDataTypeFloat = 3,  MTLDataTypeHalf = 16,
+    MTLDataTypeInt = 29,    MTLDataTypeUInt = 33,  MTLDataTypeShort = 37,
+    MTLDataTypeUShort = 41, MTLDataTypeChar = 45,  MTLDataTypeUChar = 49,
+    MTLDataTypeBool = 53,   MTLDataTypeLong = 81,  MTLDataTypeULong = 85,
+    MTLDataTypeBFloat = 121,
+};
+
 typedef NS_OPTIONS(NSUInteger, MTLPipelineOption){
     MTLPipelineOptionNone = 0,
     MTLPipelineOptionArgumentInfo = 1 << 0,
@@ -95,9 +103,17 @@ typedef void (^MTLSharedEventNotificationBlock)(id<MTLSharedEvent> event, uint64
 @property(readonly) MTLFunctionType functionType;
 @end
 
+@interface MTLFunctionConstantValues : NSObject
+- (void)setConstantValue:(const void*)value type:(MTLDataType)type atIndex:(NSUInteger)index;
+- (void)setConstantValue:(const void*)value type:(MTLDataType)type withName:(NSString*)name;
+@end
+
 @protocol MTLLibrary <NSObject>
 @property(readonly) NSArray<NSString*>* functionNames;
 - (id<MTLFunction>)newFunctionWithName:(NSString*)functionName;
+- (id<MTLFunction>)newFunctionWithName:(NSString*)name
+                        constantValues:(MTLFunctionConstantValues*)constantValues
+                                 error:(NSError**)error;
 @end
 
 @protocol MTLComputePipelineState <NSObject>

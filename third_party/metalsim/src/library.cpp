@@ -39,8 +39,11 @@ uint64_t SimPipeline::staticThreadgroupMemoryLength() const {
 }
 
 SimLibrary::SimLibrary(SimDevice& device, std::shared_ptr<const KernelSet> kernels,
-                       std::string identity)
-    : device_(device), kernels_(std::move(kernels)), identity_(std::move(identity)) {}
+                       std::string identity, Specializer specialize)
+    : device_(device),
+      kernels_(std::move(kernels)),
+      identity_(std::move(identity)),
+      specialize_(std::move(specialize)) {}
 
 std::shared_ptr<SimLibrary> SimLibrary::builtin(SimDevice& device) {
   static const auto kernels = std::make_shared<KernelSet>(
@@ -64,6 +67,34 @@ metalx::rt::ComputePipelinePtr SimLibrary::newComputePipeline(const std::string&
     throw metalx::rt::Error(metalx::rt::ErrorKind::NotFound,
                             metalx::rt::validation::unknownFunction(function_name, identity_, functionNames()));
   return std::make_shared<SimPipeline>(device_, kernels_, info);
+}
+
+metalx::rt::ComputePipelinePtr SimLibrary::newComputePipeline(
+    const std::string& function_name, const metalx::rt::FunctionConstantValues& constants) {
+  if (constants.empty()) return newComputePipeline(function_name);
+  if (!kernels_->find(function_name))
+    throw metalx::rt::Error(metalx::rt::ErrorKind::NotFound,
+                            metalx::rt::validation::unknownFunction(function_name, identity_, functionNames()));
+  if (!specialize_)
+    throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
+                            "function constant values given for kernel '" + function_name + "', but library " +
+                                identity_ + " declares no [[function_constant(i)]]");
+  const std::string key = metalx::rt::functionConstantsKey(constants);
+  std::shared_ptr<const KernelSet> kernels;
+  {
+    std::lock_guard<std::mutex> lock(specialized_mutex_);
+    if (auto it = specialized_.find(key); it != specialized_.end()) kernels = it->second;
+  }
+  if (!kernels) {
+    kernels = specialize_(constants);  // compiles: not under the lock
+    std::lock_guard<std::mutex> lock(specialized_mutex_);
+    kernels = specialized_.emplace(key, kernels).first->second;
+  }
+  const kabi::KernelInfo* info = kernels->find(function_name);
+  if (!info)
+    throw metalx::rt::Error(metalx::rt::ErrorKind::NotFound,
+                            metalx::rt::validation::unknownFunction(function_name, identity_, functionNames()));
+  return std::make_shared<SimPipeline>(device_, kernels, info);
 }
 
 }  // namespace metalsim

@@ -1,8 +1,10 @@
 // Simulated MTLLibrary and MTLComputePipelineState.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "kernel_registry.h"
@@ -38,18 +40,30 @@ class SimPipeline final : public metalx::rt::ComputePipeline {
 
 class SimLibrary final : public metalx::rt::Library {
  public:
-  SimLibrary(SimDevice& device, std::shared_ptr<const KernelSet> kernels, std::string identity);
+  // Compiles the library's source again with function constant values (null for a
+  // library without function constants). Throws Error(Validation) for bad values.
+  using Specializer =
+      std::function<std::shared_ptr<const KernelSet>(const metalx::rt::FunctionConstantValues&)>;
+
+  SimLibrary(SimDevice& device, std::shared_ptr<const KernelSet> kernels, std::string identity,
+             Specializer specialize = nullptr);
   static std::shared_ptr<SimLibrary> builtin(SimDevice& device);
 
   std::vector<std::string> functionNames() const override;
   bool hasFunction(const std::string& name) const override;
   metalx::rt::ComputePipelinePtr newComputePipeline(const std::string& function_name) override;
+  metalx::rt::ComputePipelinePtr newComputePipeline(const std::string& function_name,
+                                                    const metalx::rt::FunctionConstantValues& constants) override;
   const std::string& identity() const override { return identity_; }
 
  private:
   SimDevice& device_;
   std::shared_ptr<const KernelSet> kernels_;
   std::string identity_;
+  Specializer specialize_;
+  std::mutex specialized_mutex_;
+  // Kernel sets per value set (functionConstantsKey), shared by their pipelines.
+  std::map<std::string, std::shared_ptr<const KernelSet>> specialized_;
 };
 
 }  // namespace metalsim

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -21,6 +24,7 @@
 #include "kernel_registry.h"
 #include "library.h"
 #include "metalx/runtime/error.h"
+#include "metalx/runtime/include_expander.h"
 #include "translator.h"
 
 namespace metalsim {
@@ -183,10 +187,82 @@ const PreludePaths& preludePaths() {
   return paths;
 }
 
-metalx::rt::LibraryPtr compileShaderLibrary(SimDevice& device, const std::string& source,
-                                            const metalx::rt::CompileOptions& options) {
+namespace {
+
+float halfBitsToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  float v;
+  if (exp == 0) v = std::ldexp(float(man), -24);
+  else if (exp == 31) v = man ? NAN : INFINITY;
+  else v = std::ldexp(float(man | 0x400u), int(exp) - 25);
+  return sign ? -v : v;
+}
+
+// A float as a C++ expression of exactly its value.
+std::string floatLiteral(float f) {
+  if (std::isnan(f)) return "__builtin_nanf(\"\")";
+  if (std::isinf(f)) return f < 0 ? "(-__builtin_inff())" : "__builtin_inff()";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", double(f));
+  return std::string("(") + buf + ")";
+}
+
+// A function constant's bytes as a C++ literal of its type's value.
+FunctionConstantValue translatorValue(const metalx::rt::FunctionConstantValue& c) {
+  using T = metalx::rt::FunctionConstantValue::Type;
+  FunctionConstantValue v;
+  v.index = c.index;
+  v.name = c.name;
+  v.type = metalx::rt::functionConstantTypeName(c.type);
+  auto raw = [&](auto zero) {
+    decltype(zero) x;
+    std::memcpy(&x, c.bytes.data(), sizeof x);
+    return x;
+  };
+  char buf[64];
+  switch (c.type) {
+    case T::Bool: v.literal = raw(uint8_t()) ? "true" : "false"; break;
+    case T::Char: v.literal = std::to_string(raw(int8_t())); break;
+    case T::Short: v.literal = std::to_string(raw(int16_t())); break;
+    case T::Int: v.literal = std::to_string(raw(int32_t())); break;
+    case T::Long: {
+      int64_t x = raw(int64_t());
+      v.literal = x == INT64_MIN ? "(-9223372036854775807LL - 1)" : std::to_string(x) + "LL";
+      break;
+    }
+    case T::UChar: v.literal = std::to_string(raw(uint8_t())) + "u"; break;
+    case T::UShort: v.literal = std::to_string(raw(uint16_t())) + "u"; break;
+    case T::UInt: v.literal = std::to_string(raw(uint32_t())) + "u"; break;
+    case T::ULong:
+      std::snprintf(buf, sizeof buf, "%lluull", (unsigned long long)raw(uint64_t()));
+      v.literal = buf;
+      break;
+    case T::Float: v.literal = floatLiteral(raw(float())); break;
+    case T::Half: v.literal = floatLiteral(halfBitsToFloat(raw(uint16_t()))); break;
+    case T::BFloat: {
+      uint32_t bits = uint32_t(raw(uint16_t())) << 16;
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      v.literal = floatLiteral(f);
+      break;
+    }
+  }
+  return v;
+}
+
+struct CompiledKernels {
+  std::shared_ptr<const KernelSet> kernels;
+  std::string key;
+  std::vector<FunctionConstantDecl> constants;
+};
+
+// Translates and compiles `source` (includes already inlined) with these function
+// constant values, through the on-disk cache.
+CompiledKernels compileKernels(const std::string& source, const metalx::rt::CompileOptions& options,
+                               const metalx::rt::FunctionConstantValues& constants) {
   TranslateOptions topt;
   topt.source_name = options.source_name;
+  for (const auto& c : constants) topt.function_constants.push_back(translatorValue(c));
   TranslateResult translated;
   try {
     translated = translateMsl(source, topt);
@@ -238,8 +314,56 @@ metalx::rt::LibraryPtr compileShaderLibrary(SimDevice& device, const std::string
   std::shared_ptr<void> module(handle, [](void* h) { dlclose(h); });
   auto entry = reinterpret_cast<KernelSet::EntryFn>(dlsym(handle, "metalsim_library_entry"));
   if (!entry) throw Error(ErrorKind::Compile, "compiled shader has no entry point (corrupt cache at " + so_path + ")");
-  auto kernels = std::make_shared<KernelSet>(entry, module);
-  return std::make_shared<SimLibrary>(device, kernels, "source:" + key);
+  return {std::make_shared<KernelSet>(entry, module), key, std::move(translated.function_constants)};
+}
+
+// Function constant values checked against the source's declarations, as Metal does
+// when a pipeline is made: a value for a constant the source does not declare, or of
+// another type, is the caller's mistake.
+void checkConstants(const std::vector<FunctionConstantDecl>& declared,
+                    const metalx::rt::FunctionConstantValues& given, const std::string& source_name) {
+  std::string list;
+  for (const auto& d : declared)
+    list += (list.empty() ? "" : ", ") + d.type + " " + d.name + " [[function_constant(" +
+            std::to_string(d.index) + ")]]";
+  for (size_t i = 0; i < given.size(); ++i) {
+    const auto& g = given[i];
+    std::string what = g.index >= 0 ? "index " + std::to_string(g.index) : "'" + g.name + "'";
+    const FunctionConstantDecl* match = nullptr;
+    for (const auto& d : declared)
+      if (g.index >= 0 ? long(d.index) == g.index : d.name == g.name) match = &d;
+    if (!match)
+      throw Error(ErrorKind::Validation, source_name + " declares no function constant " + what +
+                                             " (it declares " + (list.empty() ? "none" : list) + ")");
+    if (match->type != metalx::rt::functionConstantTypeName(g.type))
+      throw Error(ErrorKind::Validation, "function constant '" + match->name + "' is declared " + match->type +
+                                             " but given a " + metalx::rt::functionConstantTypeName(g.type) +
+                                             " value");
+    for (size_t j = 0; j < i; ++j) {
+      const auto& o = given[j];
+      bool same = o.index >= 0 ? long(match->index) == o.index : match->name == o.name;
+      if (same) throw Error(ErrorKind::Validation, "function constant '" + match->name + "' is given two values");
+    }
+  }
+}
+
+}  // namespace
+
+metalx::rt::LibraryPtr compileShaderLibrary(SimDevice& device, const std::string& raw_source,
+                                            const metalx::rt::CompileOptions& options) {
+  std::string source = metalx::rt::expandIncludes(raw_source, options.source_name, options.include_dirs);
+  CompiledKernels base = compileKernels(source, options, {});
+  SimLibrary::Specializer specialize;
+  if (!base.constants.empty()) {
+    // Each value set translates and compiles the source again (a disk cache hit after
+    // the first time on this machine), as Metal specialises at pipeline creation.
+    auto declared = base.constants;
+    specialize = [source, options, declared](const metalx::rt::FunctionConstantValues& values) {
+      checkConstants(declared, values, options.source_name);
+      return compileKernels(source, options, values).kernels;
+    };
+  }
+  return std::make_shared<SimLibrary>(device, base.kernels, "source:" + base.key, std::move(specialize));
 }
 
 }  // namespace metalsim

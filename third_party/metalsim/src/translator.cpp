@@ -1,6 +1,8 @@
 // MSL -> C++ translation (see translator.h for what and why).
 #include "translator.h"
 
+#include "kernel_macros.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -105,23 +107,29 @@ struct KernelParam {
   std::string name;
   std::string bind;  // "Buffer", "Threadgroup", or a position attribute's Bind name
   unsigned index = 0;
+  bool auto_index = false;       // a buffer/threadgroup pointer without an index attribute
+  std::string function_constant;  // [[function_constant(x)]]: present only if x is true
+  size_t first_tok = 0;
+  std::string type_text;  // the declaration before the name ("" when not plain)
 };
 
 struct KernelDef {
   std::string name;
+  std::string scope;  // enclosing namespaces, "a::b::"
   bool is_template = false;
   std::string host_name;      // from [[host_name("...")]], if any
   unsigned max_threads = 0;
   std::vector<KernelParam> params;
   size_t body_begin = 0, body_end = 0;  // token indices of '{' and '}'
-  size_t line = 0;
+  std::string where;  // "file:line"
 };
 
 struct Instantiation {
+  bool qualified = false;  // written as ns::name<...>: usable as is from the wrappers
   std::string template_name;
   std::string template_id;  // e.g. "add<float>"
   std::string host_name;
-  size_t line = 0;
+  std::string where;  // "file:line"
 };
 
 const std::map<std::string, std::string>& positionAttributes() {
@@ -147,6 +155,16 @@ const std::map<std::string, std::string>& positionAttributes() {
   return m;
 }
 
+bool isCFloatMathName(const std::string& id) {
+  static const std::set<std::string> names = {
+      "acosf", "asinf", "atanf", "atan2f", "cosf", "sinf", "tanf", "acoshf", "asinhf", "atanhf",
+      "coshf", "sinhf", "tanhf", "expf", "exp2f", "exp10f", "expm1f", "logf", "log10f", "log1pf",
+      "log2f", "logbf", "frexpf", "ldexpf", "modff", "cbrtf", "fabsf", "hypotf", "powf", "sqrtf",
+      "erff", "erfcf", "lgammaf", "tgammaf", "ceilf", "floorf", "rintf", "roundf", "truncf",
+      "fmodf", "remainderf", "copysignf", "nextafterf", "fdimf", "fmaxf", "fminf", "fmaf"};
+  return names.count(id) != 0;
+}
+
 bool isSyncIdent(const std::string& id) {
   return id == "threadgroup_barrier" || id == "simdgroup_barrier" ||
          id.rfind("simd_", 0) == 0 || id.rfind("quad_", 0) == 0;
@@ -160,12 +178,14 @@ class Translator {
   }
 
   TranslateResult run() {
+    findFunctionConstants();
     findKernels();
     findFunctionBodies();
     classifySync();
     std::string body = rewriteSource();
     TranslateResult result;
     result.cpp = emit(body, result.kernels);
+    for (const FunctionConstant& c : constants_) result.function_constants.push_back(c.decl);
     return result;
   }
 
@@ -179,15 +199,75 @@ class Translator {
   std::vector<Instantiation> insts_;
   std::map<std::string, std::vector<std::pair<size_t, size_t>>> bodies_;  // fn -> token ranges
   std::set<std::string> sync_names_;
+  struct FunctionConstant {
+    FunctionConstantDecl decl;
+    size_t first_tok, last_tok;  // `constant` .. `;`
+    const FunctionConstantValue* value = nullptr;
+  };
+  std::vector<FunctionConstant> constants_;
 
-  size_t lineOf(size_t byte) const {
-    return 1 + std::count(src_.begin(), src_.begin() + std::min(byte, src_.size()), '\n');
+  // "file:line" of a byte of the source, following #line directives (the include
+  // expander's, so a problem in an included header is reported where it is).
+  std::string where(size_t byte) const {
+    std::string file = opt_.source_name;
+    size_t line = 1;
+    size_t end = std::min(byte, src_.size());
+    for (size_t i = 0; i < end;) {
+      size_t eol = src_.find('\n', i);
+      if (eol == std::string::npos || eol >= end) break;
+      size_t p = src_.find_first_not_of(" \t", i);
+      if (p < eol && src_.compare(p, 5, "#line") == 0) {
+        std::istringstream in(src_.substr(p + 5, eol - p - 5));
+        size_t n = 0;
+        std::string name;
+        if (in >> n) {
+          line = n;
+          if (in >> name && name.size() >= 2 && name.front() == '"') file = name.substr(1, name.size() - 2);
+          i = eol + 1;
+          continue;
+        }
+      }
+      ++line;
+      i = eol + 1;
+    }
+    return file + ":" + std::to_string(line);
   }
 
   [[noreturn]] void fail(size_t tok, const std::string& msg) const {
     size_t byte = tok < toks_.size() ? toks_[tok].begin : src_.size();
-    throw TranslateError(opt_.source_name + ":" + std::to_string(lineOf(byte)) +
-                         ": error: " + msg);
+    throw TranslateError(where(byte) + ": error: " + msg);
+  }
+
+  // "kernel, max_total_threads_per_threadgroup(256)" -> its parts: Metal allows
+  // several attributes in one [[...]] list.
+  static std::vector<std::string> attrParts(const std::string& attr) {
+    std::vector<std::string> parts;
+    int depth = 0;
+    bool quoted = false;
+    std::string cur;
+    auto flush = [&] {
+      size_t a = cur.find_first_not_of(" \t\n"), b = cur.find_last_not_of(" \t\n");
+      if (a != std::string::npos) parts.push_back(cur.substr(a, b - a + 1));
+      cur.clear();
+    };
+    for (char c : attr) {
+      if (c == '"') quoted = !quoted;
+      if (!quoted && c == '(') ++depth;
+      if (!quoted && c == ')') --depth;
+      if (!quoted && depth == 0 && c == ',') {
+        flush();
+        continue;
+      }
+      cur += c;
+    }
+    flush();
+    return parts;
+  }
+  bool attrHas(size_t tok, const char* name) const {
+    if (tok >= toks_.size() || toks_[tok].kind != Tok::Attr) return false;
+    for (const std::string& part : attrParts(toks_[tok].text))
+      if (attrName(part) == name) return true;
+    return false;
   }
 
   bool is(size_t i, Tok k, const char* text) const {
@@ -271,12 +351,77 @@ class Translator {
     return static_cast<unsigned>(std::stoul(arg));
   }
 
+  // ---- function constants ----
+
+  // `constant T name [[function_constant(i)]];` at namespace scope: recorded, and
+  // matched with this compile's values. Other attributed declarations are left alone.
+  void findFunctionConstants() {
+    for (size_t i = 0; i + 1 < toks_.size(); ++i) {
+      if (toks_[i].kind != Tok::Attr || !punct(i + 1, ";")) continue;
+      std::string arg;
+      for (const std::string& part : attrParts(toks_[i].text))
+        if (attrName(part) == "function_constant") arg = attrArg(part);
+      if (arg.empty()) continue;
+      size_t first = i;
+      while (first > 0 && !punct(first - 1, ";") && !punct(first - 1, "}") && !punct(first - 1, "{"))
+        --first;
+      if (!is(first, Tok::Ident, "constant") || i - first < 3 || toks_[i - 1].kind != Tok::Ident)
+        fail(i, "[[function_constant(" + arg + ")]] belongs on a declaration `constant TYPE NAME "
+                "[[function_constant(INDEX)]];`");
+      FunctionConstant c;
+      c.decl.name = toks_[i - 1].text;
+      c.decl.type = normalizeScalarType(text(first + 1, i - 2));
+      c.decl.index = attrIndex(i, "function_constant(" + arg + ")");
+      c.first_tok = first;
+      c.last_tok = i + 1;
+      for (const FunctionConstant& o : constants_)
+        if (o.decl.index == c.decl.index)
+          fail(i, "function constants '" + o.decl.name + "' and '" + c.decl.name + "' share index " +
+                      std::to_string(c.decl.index));
+      constants_.push_back(c);
+    }
+    for (const FunctionConstantValue& v : opt_.function_constants) {
+      FunctionConstant* match = nullptr;
+      for (FunctionConstant& c : constants_)
+        if (v.index >= 0 ? long(c.decl.index) == v.index : c.decl.name == v.name) match = &c;
+      std::string what = v.index >= 0 ? "index " + std::to_string(v.index) : "'" + v.name + "'";
+      if (!match) {
+        std::string declared;
+        for (const FunctionConstant& c : constants_)
+          declared += (declared.empty() ? "" : ", ") + c.decl.type + " " + c.decl.name +
+                      " [[function_constant(" + std::to_string(c.decl.index) + ")]]";
+        throw TranslateError(opt_.source_name + ": error: a value is given for function constant " +
+                             what + ", which the source does not declare (it declares " +
+                             (declared.empty() ? std::string("none") : declared) + ")");
+      }
+      if (normalizeScalarType(v.type) != match->decl.type)
+        throw TranslateError(opt_.source_name + ": error: function constant '" + match->decl.name +
+                             "' is declared " + match->decl.type + " but given a " + v.type + " value");
+      if (match->value)
+        throw TranslateError(opt_.source_name + ": error: function constant '" + match->decl.name +
+                             "' is given two values");
+      match->value = &v;
+    }
+  }
+
+  // Whether a parameter marked [[function_constant(name)]] exists in this compile.
+  bool constantEnables(const KernelParam& p) const {
+    for (const FunctionConstant& c : constants_)
+      if (c.decl.name == p.function_constant) {
+        if (c.decl.type != "bool")
+          fail(p.first_tok, "[[function_constant(" + p.function_constant + ")]] on parameter '" + p.name +
+                                "' needs a bool function constant; '" + c.decl.name + "' is " + c.decl.type);
+        return c.value && c.value->literal != "false" && c.value->literal != "0";
+      }
+    fail(p.first_tok, "[[function_constant(" + p.function_constant + ")]] on parameter '" + p.name +
+                          "' does not name a function constant declared with [[function_constant(i)]]");
+  }
+
   // ---- kernels and instantiations ----
 
   void findKernels() {
     for (size_t i = 0; i < toks_.size(); ++i) {
-      bool marker = is(i, Tok::Ident, "kernel") ||
-                    (toks_[i].kind == Tok::Attr && attrName(toks_[i].text) == "kernel");
+      bool marker = is(i, Tok::Ident, "kernel") || attrHas(i, "kernel");
       if (marker) parseKernelAt(i);
     }
     for (auto& k : kernels_)
@@ -304,6 +449,7 @@ class Translator {
         }
       }
     }
+    if (toks_[marker].kind == Tok::Attr) attrs.push_back(marker);  // [[kernel, ...]] itself
     size_t i = marker + 1;
     while (i < toks_.size() && toks_[i].kind == Tok::Attr) attrs.push_back(i++);
     for (size_t a : attrs) (void)a;
@@ -311,10 +457,11 @@ class Translator {
     std::string host_name;
     unsigned max_threads = 0;
     auto readFunctionAttrs = [&](size_t a) {
-      const std::string& t = toks_[a].text;
-      std::string name = attrName(t);
-      if (name == "host_name") host_name = attrArg(t);
-      if (name == "max_total_threads_per_threadgroup") max_threads = attrIndex(a, t);
+      for (const std::string& t : attrParts(toks_[a].text)) {
+        std::string name = attrName(t);
+        if (name == "host_name") host_name = attrArg(t);
+        if (name == "max_total_threads_per_threadgroup") max_threads = attrIndex(a, t);
+      }
     };
     for (size_t a : attrs) readFunctionAttrs(a);
 
@@ -324,13 +471,19 @@ class Translator {
       size_t id_begin = close + 1, id_end = id_begin;
       while (id_end < toks_.size() && !punct(id_end, ";")) ++id_end;
       if (id_end == id_begin) fail(i, "malformed kernel instantiation");
-      addInstantiation(id_begin, id_end - 1, host_name, i);
+      size_t name_tok = qualifiedNameEnd(id_begin);
+      if (name_tok == std::string::npos) fail(i, "malformed kernel instantiation");
+      addInstantiation(id_begin, name_tok, id_end - 1, host_name, i);
       return;
     }
     if (!is(i, Tok::Ident, "void")) fail(i, "a kernel function must return void");
     ++i;
-    if (i >= toks_.size() || toks_[i].kind != Tok::Ident) fail(i, "expected the kernel's name");
-    size_t name_tok = i++;
+    // The name, possibly qualified (`::c10::metal::unary_dense<...>` in an explicit
+    // instantiation of a template defined in a namespace).
+    size_t qual_first = i;
+    size_t name_tok = qualifiedNameEnd(i);
+    if (name_tok == std::string::npos) fail(i, "expected the kernel's name");
+    i = name_tok + 1;
     size_t id_end = name_tok;
     if (punct(i, "<")) {  // explicit instantiation names template arguments
       size_t close = matchAngle(i);
@@ -344,28 +497,51 @@ class Translator {
     while (after < toks_.size() && toks_[after].kind == Tok::Attr) readFunctionAttrs(after++);
 
     if (explicit_inst) {
-      addInstantiation(name_tok, id_end, host_name, name_tok);
+      addInstantiation(qual_first, name_tok, id_end, host_name, name_tok);
       return;
     }
     if (!punct(after, "{")) return;  // a prototype: the definition comes elsewhere
     KernelDef def;
     def.name = toks_[name_tok].text;
+    def.scope = namespaceScope(name_tok);
     def.is_template = is_template;
     def.host_name = host_name;
     def.max_threads = max_threads;
     def.params = parseParams(lparen, rparen, def.name);
     def.body_begin = after;
     def.body_end = match_[after];
-    def.line = lineOf(toks_[name_tok].begin);
+    def.where = where(toks_[name_tok].begin);
     kernels_.push_back(std::move(def));
   }
 
-  void addInstantiation(size_t id_first, size_t id_last, const std::string& host, size_t at) {
+  // The last identifier of `a::b::name` / `::name` / `name` starting at i (npos if none).
+  size_t qualifiedNameEnd(size_t i) const {
+    if (punct(i, "::")) ++i;
+    while (i + 1 < toks_.size() && toks_[i].kind == Tok::Ident && punct(i + 1, "::")) i += 2;
+    return i < toks_.size() && toks_[i].kind == Tok::Ident ? i : std::string::npos;
+  }
+
+  // "a::b::" for a token inside `namespace a { namespace b {` (anonymous ones add
+  // nothing: they are reachable unqualified from the wrappers).
+  std::string namespaceScope(size_t tok) const {
+    std::string scope;
+    for (size_t k = 0; k < tok; ++k) {
+      if (!is(k, Tok::Ident, "namespace")) continue;
+      size_t j = k + 1;
+      std::string name;
+      while (j < toks_.size() && (toks_[j].kind == Tok::Ident || punct(j, "::"))) name += toks_[j++].text;
+      if (punct(j, "{") && match_[j] > tok && !name.empty()) scope += name + "::";
+    }
+    return scope;
+  }
+
+  void addInstantiation(size_t id_first, size_t name_tok, size_t id_last, const std::string& host, size_t at) {
     Instantiation inst;
-    inst.template_name = toks_[id_first].text;
+    inst.template_name = toks_[name_tok].text;
     inst.template_id = text(id_first, id_last);
+    inst.qualified = id_first != name_tok;
     inst.host_name = host;
-    inst.line = lineOf(toks_[at].begin);
+    inst.where = where(toks_[at].begin);
     if (host.empty())
       fail(at, "explicit instantiation of kernel '" + inst.template_id +
                    "' needs [[host_name(\"...\")]] to be callable");
@@ -379,35 +555,73 @@ class Translator {
       if (b >= e) return;
       if (e - b == 1 && is(b, Tok::Ident, "void")) return;
       size_t attr = std::string::npos, name = std::string::npos;
+      bool indirect = false;      // a pointer or reference
+      std::string address_space;  // the first of device / constant / threadgroup
       for (size_t k = b; k < e; ++k) {
         if (toks_[k].kind == Tok::Attr) attr = k;
-        if (toks_[k].kind == Tok::Ident && attr == std::string::npos) name = k;
+        if (toks_[k].kind == Tok::Ident && attr == std::string::npos) {
+          name = k;
+          const std::string& t = toks_[k].text;
+          if (address_space.empty() && (t == "device" || t == "constant" || t == "threadgroup"))
+            address_space = t;
+        }
+        if (punct(k, "*") || punct(k, "&")) indirect = true;
         if (toks_[k].kind == Tok::Punct &&
             (toks_[k].text == "(" || toks_[k].text == "[" || toks_[k].text == "{"))
           k = match_[k];
       }
       std::string pname = name == std::string::npos ? "?" : toks_[name].text;
-      if (attr == std::string::npos)
-        fail(b, "parameter '" + pname + "' of kernel '" + kname +
-                    "' has no [[...]] attribute saying what it is bound to");
       KernelParam p;
       p.name = pname;
-      const std::string& a = toks_[attr].text;
-      std::string an = attrName(a);
+      p.first_tok = b;
+      // The type is everything before the name, when nothing but attributes follows it.
+      if (name != std::string::npos && name > b) {
+        bool plain = true;
+        for (size_t k = name + 1; k < e; ++k) plain = plain && toks_[k].kind == Tok::Attr;
+        if (plain) p.type_text = text(b, name - 1);
+      }
+      std::string binding;
+      size_t at = attr == std::string::npos ? b : attr;
+      if (attr != std::string::npos) {
+        for (const std::string& part : attrParts(toks_[attr].text)) {
+          if (attrName(part) == "function_constant") p.function_constant = attrArg(part);
+          else if (binding.empty()) binding = part;
+          else fail(attr, "parameter '" + pname + "' of kernel '" + kname + "' has two bindings, [[" +
+                              binding + "]] and [[" + part + "]]");
+        }
+      }
+      if (binding.empty()) {
+        // Metal numbers unattributed buffers (device/constant pointers and references)
+        // and threadgroup pointers itself, in declaration order (see assignIndices).
+        if (indirect && (address_space == "device" || address_space == "constant")) {
+          p.bind = "Buffer";
+          p.auto_index = true;
+        } else if (indirect && address_space == "threadgroup") {
+          p.bind = "Threadgroup";
+          p.auto_index = true;
+        } else {
+          fail(b, "parameter '" + pname + "' of kernel '" + kname +
+                      "' has no [[...]] attribute saying what it is bound to (only device, "
+                      "constant and threadgroup pointers and references are numbered by position)");
+        }
+        params.push_back(p);
+        return;
+      }
+      std::string an = attrName(binding);
       if (an == "buffer") {
         p.bind = "Buffer";
-        p.index = attrIndex(attr, a);
-        if (p.index >= 31) fail(attr, "[[buffer(" + std::to_string(p.index) + ")]]: Metal has 31 buffer slots (0-30)");
+        p.index = attrIndex(at, binding);
+        if (p.index >= 31) fail(at, "[[buffer(" + std::to_string(p.index) + ")]]: Metal has 31 buffer slots (0-30)");
       } else if (an == "threadgroup") {
         p.bind = "Threadgroup";
-        p.index = attrIndex(attr, a);
-        if (p.index >= 31) fail(attr, "[[threadgroup(" + std::to_string(p.index) + ")]]: index must be below 31");
+        p.index = attrIndex(at, binding);
+        if (p.index >= 31) fail(at, "[[threadgroup(" + std::to_string(p.index) + ")]]: index must be below 31");
       } else if (auto it = positionAttributes().find(an); it != positionAttributes().end()) {
         p.bind = it->second;
       } else {
-        fail(attr, "[[" + a + "]] on parameter '" + pname +
-                       "' is not supported by the Metal simulator (textures, samplers and "
-                       "stage_in are not simulated)");
+        fail(at, "[[" + binding + "]] on parameter '" + pname +
+                     "' is not supported by the Metal simulator (textures, samplers and "
+                     "stage_in are not simulated)");
       }
       params.push_back(p);
     };
@@ -424,7 +638,28 @@ class Translator {
       }
     }
     finish(begin, rparen);
+    assignIndices(params, "Buffer", 31, kname, lparen);
+    assignIndices(params, "Threadgroup", 31, kname, lparen);
     return params;
+  }
+
+  // Unattributed buffers (or threadgroup pointers) take the lowest indices the kernel
+  // does not give explicitly, in declaration order.
+  void assignIndices(std::vector<KernelParam>& params, const std::string& bind, unsigned slots,
+                     const std::string& kname, size_t at) const {
+    std::set<unsigned> used;
+    for (const KernelParam& p : params)
+      if (p.bind == bind && !p.auto_index) used.insert(p.index);
+    unsigned next = 0;
+    for (KernelParam& p : params) {
+      if (p.bind != bind || !p.auto_index) continue;
+      while (used.count(next)) ++next;
+      if (next >= slots)
+        fail(at, "kernel '" + kname + "' has more than " + std::to_string(slots) + " " +
+                     (bind == "Buffer" ? "buffer" : "threadgroup") + " arguments");
+      p.index = next;
+      used.insert(next);
+    }
   }
 
   // ---- which functions reach a barrier or SIMD function ----
@@ -498,9 +733,32 @@ class Translator {
 
   std::string rewriteSource() {
     std::vector<Edit> edits;
+    auto inConstant = [&](size_t byte) {
+      for (const FunctionConstant& c : constants_)
+        if (byte >= toks_[c.first_tok].begin && byte < toks_[c.last_tok].end) return true;
+      return false;
+    };
     for (const Token& t : toks_)
-      if (t.kind == Tok::Attr) edits.push_back({t.begin, t.end, ""});
+      if (t.kind == Tok::Attr && !inConstant(t.begin)) edits.push_back({t.begin, t.end, ""});
     for (const KernelDef& k : kernels_) rewriteThreadgroupDecls(k, edits);
+    // A function the source defines with the name of one of C's float math functions
+    // (PyTorch's c10/metal/expm1f.h defines expm1f): the host's <cmath> declares C's
+    // globally, where a GPU has none, which would make calls ambiguous. The source's
+    // own is renamed, every mention of it alike.
+    for (const Token& t : toks_)
+      if (t.kind == Tok::Ident && bodies_.count(t.text) && isCFloatMathName(t.text))
+        edits.push_back({t.begin, t.end, "metalsim_msl_" + t.text});
+    for (const FunctionConstant& c : constants_) {
+      // A constexpr of this compile's value (zero when none is given), and whether one
+      // was, for is_function_constant_defined (a macro the wrappers' header defines).
+      std::string type = text(c.first_tok + 1, c.last_tok - 3);
+      std::string value = c.value ? c.value->literal : "0";
+      edits.push_back({toks_[c.first_tok].begin, toks_[c.last_tok].end,
+                       "static constexpr " + type + " " + c.decl.name + " = static_cast<" + type + ">(" +
+                           value + ")" +
+                           "; static constexpr bool metalsim_fc_defined_" + c.decl.name + " = " +
+                           (c.value ? "true" : "false") + ";"});
+    }
     std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.begin > b.begin; });
     std::string out = src_;
     for (const Edit& e : edits) {
@@ -565,6 +823,21 @@ class Translator {
 
   // ---- generated wrappers ----
 
+  // The kernel's function pointer type. Spelled out from its parameters for a plain
+  // kernel, so that taking its address picks it even when the source's `using
+  // namespace metal;` (or the host's C library) overloads its name (`divide`, `erf`);
+  // a template's instantiation is deduced.
+  template <class Entry>
+  std::string functionPointerType(const Entry& en) const {
+    const KernelDef& d = *en.def;
+    bool spelled = !d.is_template && d.scope.empty();  // a namespace's types need its scope
+    for (const KernelParam& p : d.params) spelled = spelled && !p.type_text.empty();
+    if (!spelled) return "decltype(&" + en.callee + ")";
+    std::string t = "void (*)(";
+    for (size_t p = 0; p < d.params.size(); ++p) t += (p ? ", " : "") + d.params[p].type_text;
+    return t + ")";
+  }
+
   std::string emit(const std::string& body, std::vector<TranslatedKernel>& out_kernels) {
     struct Entry {
       std::string host, callee;
@@ -573,22 +846,22 @@ class Translator {
     std::vector<Entry> entries;
     std::set<std::string> hosts;
     auto addEntry = [&](const std::string& host, const std::string& callee, const KernelDef* def,
-                        size_t line) {
+                        const std::string& where) {
       if (!hosts.insert(host).second)
-        throw TranslateError(opt_.source_name + ":" + std::to_string(line) +
+        throw TranslateError(where +
                              ": error: two kernels are named '" + host + "'");
       entries.push_back({host, callee, def});
     };
     for (const KernelDef& k : kernels_)
-      if (!k.is_template) addEntry(k.host_name.empty() ? k.name : k.host_name, k.name, &k, k.line);
+      if (!k.is_template) addEntry(k.host_name.empty() ? k.name : k.host_name, k.scope + k.name, &k, k.where);
     for (const Instantiation& in : insts_) {
       const KernelDef* def = nullptr;
       for (const KernelDef& k : kernels_)
         if (k.is_template && k.name == in.template_name) def = &k;
       if (!def)
-        throw TranslateError(opt_.source_name + ":" + std::to_string(in.line) +
+        throw TranslateError(in.where +
                              ": error: no kernel template named '" + in.template_name + "'");
-      addEntry(in.host_name, in.template_id, def, in.line);
+      addEntry(in.host_name, in.qualified ? in.template_id : def->scope + in.template_id, def, in.where);
     }
 
     std::ostringstream o;
@@ -597,22 +870,42 @@ class Translator {
       // prelude's address-space macros (thread, device, ...).
       << "#include \"metalsim_prelude/glue.h\"\n"
       << "#include \"metal_stdlib\"\n"
+      << "#define is_function_constant_defined(name) metalsim_fc_defined_##name\n"
       << "#line 1 \"" << opt_.source_name << "\"\n"
       << body << "\n"
       << "#line 1 \"" << opt_.source_name << " (metalsim wrappers)\"\n"
       << "namespace {\n"
-      << "namespace msk = ::metalsim::kabi;\n";
+      << "namespace msk = ::metalsim::kabi;\n"
+      // A parameter whose function constant is false is not bound: it gets a null
+      // pointer, or a reference to zeros, which the kernel must not use (as on Metal).
+      << "template <class F, unsigned I> inline typename metalsim_kernel_ns::FnArgs<F>::template at<I> "
+         "msim_absent() {\n"
+      << "  using P = typename metalsim_kernel_ns::FnArgs<F>::template at<I>;\n"
+      << "  if constexpr (std::is_pointer_v<P>) return nullptr;\n"
+      << "  else { alignas(64) static const unsigned char zeros[4096] = {};\n"
+      << "    return *reinterpret_cast<std::remove_reference_t<P>*>(const_cast<unsigned char*>(zeros)); }\n"
+      << "}\n";
     for (size_t e = 0; e < entries.size(); ++e) {
       const Entry& en = entries[e];
       const KernelDef& d = *en.def;
       std::string n = std::to_string(e);
-      o << "using msim_fn_" << n << " = decltype(&" << en.callee << ");\n"
+      // Qualified, so a kernel named like a metal:: function (`divide`, `sum`) is not
+      // overloaded with it by the source's `using namespace metal;`.
+      o << "using msim_fn_" << n << " = " << functionPointerType(en) << ";\n"
         << "inline void msim_call_" << n
         << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) {\n"
-        << "  (void)L; (void)M; (void)t;\n  " << en.callee << "(";
+        << "  (void)L; (void)M; (void)t;\n  static_cast<msim_fn_" << n << ">(&" << en.callee << ")(";
+      std::vector<const KernelParam*> bound;
       for (size_t p = 0; p < d.params.size(); ++p) {
-        o << (p ? ",\n    " : "") << "metalsim_kernel_ns::bindArg<msim_fn_" << n << ", " << p
-          << ", msk::Bind::" << d.params[p].bind << ", " << d.params[p].index << ">(L, M, t)";
+        const KernelParam& kp = d.params[p];
+        o << (p ? ",\n    " : "");
+        if (!kp.function_constant.empty() && !constantEnables(kp)) {
+          o << "msim_absent<msim_fn_" << n << ", " << p << ">()";
+          continue;
+        }
+        bound.push_back(&kp);
+        o << "metalsim_kernel_ns::bindArg<msim_fn_" << n << ", " << p << ", msk::Bind::" << kp.bind << ", "
+          << kp.index << ">(L, M, t)";
       }
       o << ");\n}\n"
         << "void msim_group_" << n << "(const msk::Launch& L, const msk::GroupMemory& M, msk::U3 g) {\n"
@@ -621,17 +914,16 @@ class Translator {
         << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) { msim_call_"
         << n << "(L, M, t); }\n"
         << "const msk::Param msim_params_" << n << "[] = {";
-      for (size_t p = 0; p < d.params.size(); ++p)
-        o << "{msk::Bind::" << d.params[p].bind << ", " << d.params[p].index << ", \""
-          << d.params[p].name << "\"}, ";
-      if (d.params.empty()) o << "{msk::Bind::Buffer, 0, nullptr}";
+      for (const KernelParam* kp : bound)
+        o << "{msk::Bind::" << kp->bind << ", " << kp->index << ", \"" << kp->name << "\"}, ";
+      if (bound.empty()) o << "{msk::Bind::Buffer, 0, nullptr}";
       bool syncs = rangeSyncs(d.body_begin, d.body_end);
       bool declares_tg = false;
       for (size_t k = d.body_begin; k < d.body_end; ++k)
         if (is(k, Tok::Ident, "threadgroup")) declares_tg = true;
       o << "};\n"
         << "const msk::KernelInfo msim_info_" << n << " = {\"" << en.host << "\", msim_params_" << n
-        << ", " << d.params.size() << ", " << (syncs ? "true" : "false") << ", "
+        << ", " << bound.size() << ", " << (syncs ? "true" : "false") << ", "
         << (declares_tg ? "true" : "false") << ", " << d.max_threads << ", &msim_group_" << n
         << ", &msim_thread_" << n << ", \"" << opt_.source_name << "\"};\n";
       out_kernels.push_back({en.host, syncs});
@@ -647,8 +939,27 @@ class Translator {
 
 }  // namespace
 
+std::string normalizeScalarType(const std::string& type) {
+  std::string t;
+  std::istringstream words(type);
+  for (std::string w; words >> w;)
+    if (w != "const" && w != "constant") t += (t.empty() ? "" : " ") + w;
+  if (t.rfind("metal::", 0) == 0) t = t.substr(7);
+  static const std::map<std::string, std::string> aliases = {
+      {"unsigned int", "uint"},   {"unsigned", "uint"},       {"uint32_t", "uint"},
+      {"int32_t", "int"},         {"signed int", "int"},      {"unsigned short", "ushort"},
+      {"uint16_t", "ushort"},     {"int16_t", "short"},       {"unsigned char", "uchar"},
+      {"uint8_t", "uchar"},       {"int8_t", "char"},         {"signed char", "char"},
+      {"int64_t", "long"},        {"uint64_t", "ulong"},      {"unsigned long", "ulong"},
+      {"size_t", "ulong"},        {"bfloat16_t", "bfloat"},   {"float32_t", "float"},
+      {"half16_t", "half"}};
+  auto it = aliases.find(t);
+  return it == aliases.end() ? t : it->second;
+}
+
 TranslateResult translateMsl(const std::string& source, const TranslateOptions& options) {
-  return Translator(source, options).run();
+  const std::string expanded = expandKernelMacros(source);
+  return Translator(expanded, options).run();
 }
 
 }  // namespace metalsim

@@ -16,7 +16,7 @@
 
 #define kernel
 #define device
-#define constant
+#define constant const
 #define threadgroup
 #define thread
 #define threadgroup_imageblock

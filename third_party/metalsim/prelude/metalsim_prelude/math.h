@@ -111,6 +111,8 @@ using ::abs;
     (void)below_one;                                                                   \
     return expr;                                                                       \
   }                                                                                    \
+  /* GPUs have no double: a double literal argument (`log(2.0)`) computes in float. */ \
+  inline float name(double d) noexcept { return name(static_cast<float>(d)); }        \
   inline half name(half h) noexcept {                                                  \
     const float x = h;                                                                 \
     constexpr float below_one = 0x1.ffcp-1f;                                           \
@@ -182,6 +184,10 @@ METALSIM_CLASSIFY(isfinite, std::isfinite(x))
 METALSIM_CLASSIFY(isnormal, std::isnormal(x))
 METALSIM_CLASSIFY(signbit, std::signbit(x))
 #undef METALSIM_CLASSIFY
+
+// isunordered(a, b): either is NaN; isordered: neither is.
+inline bool isunordered(float a, float b) noexcept { return a != a || b != b; }
+inline bool isordered(float a, float b) noexcept { return a == a && b == b; }
 
 // ---- binary functions ----------------------------------------------------------------
 // `expr` uses floats x and y. Mixed scalar types convert to their common type first.

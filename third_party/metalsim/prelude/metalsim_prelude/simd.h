@@ -147,6 +147,31 @@ void resolve_shuffle(SimdRequest* const* lanes, uint32_t active) {
   }
 }
 
+// simd_shuffle_and_fill_up/down: a shift within groups of `width` lanes (the SIMD
+// group, a quad, or the `modulo` argument) whose vacated lanes take `fill` from the
+// other end. arg packs delta (low 16 bits) and width (high 16 bits).
+template <class T>
+struct fill_operand {
+  T data, fill;
+};
+template <class T, bool Down>
+void resolve_shuffle_fill(SimdRequest* const* lanes, uint32_t active) {
+  for (uint32_t m = active; m; m &= m - 1) {
+    const uint32_t lane = __builtin_ctz(m);
+    SimdRequest* r = lanes[lane];
+    const int width = (r->arg >> 16) ? (r->arg >> 16) : (r->quad ? 4 : 32);
+    const int delta = r->arg & 0xFFFF;
+    const int base = int(lane) / width * width, me = int(lane) - base;
+    const int src = Down ? me + delta : me - delta;
+    const bool from_data = src >= 0 && src < width;
+    const int at = base + (from_data ? src : Down ? src - width : src + width);
+    const fill_operand<T>& own = operand<fill_operand<T>>(r);
+    const bool ok = at >= 0 && at < 32 && (active >> at & 1u);
+    const fill_operand<T>& o = ok ? operand<fill_operand<T>>(lanes[at]) : own;
+    result(r, from_data ? o.data : o.fill);
+  }
+}
+
 // Votes. Operands are bool; results bool (all/any/is_first) or a uint64_t lane mask.
 inline void resolve_all(SimdRequest* const* lanes, uint32_t active) {
   for_each_group(lanes, active, [&](uint32_t members) {
@@ -297,6 +322,27 @@ METALSIM_SIMD_SHUFFLE(shuffle_xor, Xor)
 METALSIM_SIMD_SHUFFLE(shuffle_rotate_up, RotateUp)
 METALSIM_SIMD_SHUFFLE(shuffle_rotate_down, RotateDown)
 #undef METALSIM_SIMD_SHUFFLE
+
+#define METALSIM_SIMD_FILL(prefix, dir, down, quad)                                                 \
+  template <class T>                                                                               \
+  METALSIM_ALWAYS_INLINE T prefix##_shuffle_and_fill_##dir(T data, T fill, ushort delta,           \
+                                                           METALSIM_SIMD_LINE) {                   \
+    const METALSIM_SIMD_NS::fill_operand<T> x{data, fill};                                         \
+    return METALSIM_SIMD_NS::simd_run<T>(&METALSIM_SIMD_NS::resolve_shuffle_fill<T, down>, x,       \
+                                         int32_t(delta), quad, line_);                             \
+  }                                                                                                \
+  template <class T>                                                                               \
+  METALSIM_ALWAYS_INLINE T prefix##_shuffle_and_fill_##dir(T data, T fill, ushort delta,           \
+                                                           ushort modulo, METALSIM_SIMD_LINE) {    \
+    const METALSIM_SIMD_NS::fill_operand<T> x{data, fill};                                         \
+    return METALSIM_SIMD_NS::simd_run<T>(&METALSIM_SIMD_NS::resolve_shuffle_fill<T, down>, x,       \
+                                         int32_t(delta) | (int32_t(modulo) << 16), quad, line_);   \
+  }
+METALSIM_SIMD_FILL(simd, down, true, 0)
+METALSIM_SIMD_FILL(simd, up, false, 0)
+METALSIM_SIMD_FILL(quad, down, true, 1)
+METALSIM_SIMD_FILL(quad, up, false, 1)
+#undef METALSIM_SIMD_FILL
 
 template <class T>
 METALSIM_ALWAYS_INLINE T simd_broadcast_first(T x, METALSIM_SIMD_LINE) {

@@ -37,6 +37,29 @@ struct swizzle {
   operator V() const noexcept { return V(v[I]...); }
   V operator()() const noexcept { return V(v[I]...); }  // explicit read: s()
   T operator[](int i) const noexcept { return V(v[I]...)[i]; }
+  // Assignment through a swizzle (`v.zw = x`), element by element. Metal allows it
+  // only for swizzles without a repeated component. (Assigning the same swizzle of
+  // another vector, `a.xy = b.xy`, is the union member's trivial copy, which copies
+  // every element: write `a.xy = float2(b.xy)` instead.)
+  swizzle& operator=(const V& x) noexcept {
+    static_assert(distinct(), "cannot assign to a swizzle that repeats a component");
+    int k = 0;
+    ((v[I] = x[k++]), ...);
+    return *this;
+  }
+  swizzle& operator+=(const V& x) noexcept { return *this = V(*this) + x; }
+  swizzle& operator-=(const V& x) noexcept { return *this = V(*this) - x; }
+  swizzle& operator*=(const V& x) noexcept { return *this = V(*this) * x; }
+  swizzle& operator/=(const V& x) noexcept { return *this = V(*this) / x; }
+
+ private:
+  static constexpr bool distinct() noexcept {
+    const int idx[] = {I...};
+    for (int a = 0; a < int(sizeof...(I)); ++a)
+      for (int b = a + 1; b < int(sizeof...(I)); ++b)
+        if (idx[a] == idx[b]) return false;
+    return true;
+  }
 };
 
 template <class T, int N>
@@ -300,3 +323,7 @@ static_assert(sizeof(half2) == 4 && sizeof(half3) == 8 && sizeof(half4) == 8, "h
 static_assert(sizeof(int2) == 8 && sizeof(int3) == 16 && sizeof(int4) == 16, "intN layout");
 static_assert(sizeof(uint2) == 8 && sizeof(uint3) == 16 && sizeof(uint4) == 16, "uintN layout");
 static_assert(std::is_trivially_copyable<float4>::value, "vectors must be trivially copyable");
+
+// MSL's as_type is a built-in, found without `metal::` or `using namespace metal;`
+// (PyTorch's headers call it unqualified from their own namespaces).
+using metal::as_type;

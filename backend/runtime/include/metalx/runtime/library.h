@@ -24,6 +24,27 @@ struct KernelArgument {
   std::string name;
 };
 
+// A function constant's value for one pipeline (Metal: an entry of
+// MTLFunctionConstantValues), for `constant T name [[function_constant(i)]];` in the
+// source. Each distinct set of values is its own pipeline (Metal specialises the
+// function when the pipeline is made), so PipelineCache keys pipelines by them too.
+struct FunctionConstantValue {
+  // MTLDataType's scalar types a function constant can have.
+  enum class Type { Bool, Char, UChar, Short, UShort, Int, UInt, Long, ULong, Half, BFloat, Float };
+  int64_t index = -1;  // [[function_constant(index)]], or -1 to match by name
+  std::string name;    // the constant's name in the source when index is -1
+  Type type = Type::Bool;
+  std::string bytes;   // the value's bytes (little-endian, the type's size)
+};
+using FunctionConstantValues = std::vector<FunctionConstantValue>;
+
+// "bool", "int", "half", ... (MSL spelling) and the byte size of a constant's type.
+const char* functionConstantTypeName(FunctionConstantValue::Type type);
+size_t functionConstantTypeSize(FunctionConstantValue::Type type);
+// A canonical text of a value set: equal sets (in any order) give equal keys. Throws
+// Error(Validation) for a value whose byte count does not match its type.
+std::string functionConstantsKey(const FunctionConstantValues& constants);
+
 class ComputePipeline {
  public:
   virtual ~ComputePipeline() = default;
@@ -48,6 +69,12 @@ class Library {
   // name. Creating pipelines is not free on real Metal: callers go through
   // PipelineCache (pipeline_cache.h) rather than calling this per dispatch.
   virtual ComputePipelinePtr newComputePipeline(const std::string& function_name) = 0;
+  // The pipeline of a function specialised with function constant values (Metal:
+  // newFunctionWithName:constantValues:error:). With no values it is the plain
+  // pipeline; drivers that cannot specialise throw Error(Unsupported). Values for a
+  // constant the source does not declare, or of another type, are Error(Validation).
+  virtual ComputePipelinePtr newComputePipeline(const std::string& function_name,
+                                                const FunctionConstantValues& constants);
   // A stable identity for cache keys (the library's source hash, or "builtin").
   virtual const std::string& identity() const = 0;
 };
@@ -62,6 +89,11 @@ struct CompileOptions {
   bool fast_math = false;
   // Name used for the source in compile diagnostics ("<source>:12:5: error ...").
   std::string source_name = "<source>";
+  // Directories whose headers `#include <...>` / `#include "..."` reach (e.g. the
+  // installed torch's include/ for <c10/metal/utils.h>). Their files are inlined into
+  // the source before compiling (include_expander.h); other includes are the MSL
+  // standard library's.
+  std::vector<std::string> include_dirs;
 };
 
 }  // namespace metalx::rt

@@ -20,6 +20,9 @@ class PipelineCache {
   // The pipeline of `function_name` in the device's built-in library.
   ComputePipelinePtr builtin(const std::string& function_name);
   ComputePipelinePtr get(const LibraryPtr& library, const std::string& function_name);
+  // One pipeline per (library, function, function constant values).
+  ComputePipelinePtr get(const LibraryPtr& library, const std::string& function_name,
+                         const FunctionConstantValues& constants);
   // A library compiled from `source`, reused for the same source and options.
   LibraryPtr compile(const std::string& source, const CompileOptions& options = {});
 
