@@ -1,7 +1,7 @@
 // Scans along one dim: cumsum, cumprod, cummax, cummin (values and indices) and
 // logcumsumexp. An op is a functor: identity, step (fold one element into the running
-// state, at its position along the dim) and merge (fold a later part's total into an
-// earlier state). Host: backend/launch/scan.cpp, registrations backend/ops/scan.cpp.
+// state, at its position along the dim), merge (fold a later part's total into an
+// earlier state) and project (state -> output). Host: backend/launch/scan.cpp, registrations backend/ops/scan.cpp.
 //
 // The host views the tensor as `lines` independent lines of `length` elements (the
 // line index split into coordinates, dim 0 innermost, with each tensor's strides).
@@ -75,6 +75,7 @@ template <typename T> struct cumsum_scan {
   A identity() const { return A(0); }
   void step(thread ScanState<A>& s, T x, long) const { s.value += A(x); }
   void merge(thread ScanState<A>& s, ScanState<A> later) const { s.value += later.value; }
+  T project(A v) const { return T(v); }
 };
 
 template <typename T> struct cumprod_scan {
@@ -82,6 +83,7 @@ template <typename T> struct cumprod_scan {
   A identity() const { return A(1); }
   void step(thread ScanState<A>& s, T x, long) const { s.value *= A(x); }
   void merge(thread ScanState<A>& s, ScanState<A> later) const { s.value *= later.value; }
+  T project(A v) const { return T(v); }
 };
 
 template <typename T> inline bool scan_is_nan(T v) { return v != v; }
@@ -99,6 +101,7 @@ template <typename T> struct cummax_scan {
     }
   }
   void merge(thread ScanState<A>& s, ScanState<A> later) const { step(s, later.value, later.index); }
+  T project(A v) const { return v; }
 };
 
 template <typename T> struct cummin_scan {
@@ -111,22 +114,31 @@ template <typename T> struct cummin_scan {
     }
   }
   void merge(thread ScanState<A>& s, ScanState<A> later) const { step(s, later.value, later.index); }
+  T project(A v) const { return v; }
 };
 
-// log(exp(a) + exp(b)) without overflow; equal infinities (where the difference is
-// NaN) give that infinity, and a NaN on either side gives NaN, as CPU's.
-inline float log_add_exp(float a, float b) {
-  const float lo = isnan(b) ? b : min(a, b);
-  const float hi = isnan(b) ? b : max(a, b);
-  if (lo != hi || isfinite(lo)) return log1p(exp(lo - hi)) + hi;
-  return a;
+// logcumsumexp keeps the running maximum m (an input value, exact) and the sum s of
+// exp(x - m) over the elements so far, and writes m + log(s): one rounding per output,
+// where folding log(exp(a) + exp(b)) step by step would round the large running value
+// at every element (CPU accumulates that in double). Equal maxima add exp(0) = 1, so
+// equal infinities never meet as inf - inf; a NaN makes s NaN from there on, as on CPU.
+inline void add_scaled(thread float2& state, float m, float s) {
+  if (m > state.x) {
+    state.y = state.y * exp(state.x - m) + s;
+    state.x = m;
+  } else if (m == state.x) {
+    state.y += s;
+  } else {
+    state.y += s * exp(m - state.x);
+  }
 }
 
 template <typename T> struct logcumsumexp_scan {
-  typedef float A;
-  A identity() const { return -numeric_limits<float>::infinity(); }
-  void step(thread ScanState<A>& s, T x, long) const { s.value = log_add_exp(float(x), s.value); }
-  void merge(thread ScanState<A>& s, ScanState<A> later) const { s.value = log_add_exp(later.value, s.value); }
+  typedef float2 A;  // (m, s)
+  A identity() const { return float2(-numeric_limits<float>::infinity(), 0.0f); }
+  void step(thread ScanState<A>& s, T x, long) const { add_scaled(s.value, float(x), 1.0f); }
+  void merge(thread ScanState<A>& s, ScanState<A> later) const { add_scaled(s.value, later.value.x, later.value.y); }
+  T project(A v) const { return T(v.x + log(v.y)); }
 };
 
 // Booleans have no numeric_limits in MSL.
@@ -171,18 +183,18 @@ kernel void scan_strided(device const T* in [[buffer(0)]],
     device long* idx = indices + o.idx;
     for (ulong i = r.begin; i < r.end; ++i) {
       op.step(state, src[i * s.in_step], long(i));
-      dst[i * s.out_step] = T(state.value);
+      dst[i * s.out_step] = op.project(state.value);
       idx[i * s.idx_step] = state.index;
     }
   } else if (s.in_step == 1 && s.out_step == 1) {  // lines along contiguous memory
     for (ulong i = r.begin; i < r.end; ++i) {
       op.step(state, src[i], long(i));
-      dst[i] = T(state.value);
+      dst[i] = op.project(state.value);
     }
   } else {
     for (ulong i = r.begin; i < r.end; ++i) {
       op.step(state, src[i * s.in_step], long(i));
-      dst[i * s.out_step] = T(state.value);
+      dst[i * s.out_step] = op.project(state.value);
     }
   }
 }
