@@ -39,6 +39,8 @@ struct BatchNormShape {
 #define BN_GRAD_INPUT 32u
 #define BN_GRAD_WEIGHT 64u
 #define BN_GRAD_BIAS 128u
+#define BN_ROUND_STATS 256u  // apply: the batch's stats rounded to T first, as CPU does for
+                             // half parameters (it stores them in T)
 
 inline ulong bn_offset(constant BatchNormShape& s, ulong c, ulong k) {
   const ulong n = k / s.spatial, p = k - n * s.spatial;
@@ -103,9 +105,10 @@ kernel void batch_norm_apply(device const T* in [[buffer(0)]],
   const ulong begin = ulong(tid) * s.per_thread, end = min(begin + s.per_thread, s.numel);
   for (ulong i = begin; i < end; ++i) {
     const ulong c = (i / s.stride_c) % s.channels;
-    float scale = bn_invstd(s, stat, c);
+    const bool round = s.flags & BN_ROUND_STATS;
+    float scale = round ? float(T(bn_invstd(s, stat, c))) : bn_invstd(s, stat, c);
     if (s.flags & BN_HAS_WEIGHT) scale *= weight[c];
-    float v = (float(in[i]) - mean[c]) * scale;
+    float v = (float(in[i]) - (round ? float(T(mean[c])) : mean[c])) * scale;
     if (s.flags & BN_HAS_BIAS) v += bias[c];
     out[i] = T(v);
   }

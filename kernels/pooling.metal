@@ -17,7 +17,7 @@ struct PoolShape {
   long in_s[4];    // self / grad_input strides (n, c, h, w)
   long out_s[4];   // output / grad_output strides
   long idx_s[4];   // indices strides
-  long divisor;    // avg: > 0 overrides the window's divisor
+  long divisor;    // avg: non-zero overrides the window's divisor (negative too, as CPU)
   uint adaptive;
   uint count_include_pad;
 };
@@ -119,7 +119,7 @@ inline AvgWindow avg_window(constant PoolShape& s, long oy, long ox) {
   const long padded = (h1 - h0) * (w1 - w0);
   r.h0 = max(h0, 0L), r.w0 = max(w0, 0L), r.h1 = min(h1, s.in_h), r.w1 = min(w1, s.in_w);
   const long inside = (r.h1 - r.h0) * (r.w1 - r.w0);
-  r.divisor = float(s.divisor > 0 ? s.divisor : (s.count_include_pad ? padded : inside));
+  r.divisor = float(s.divisor != 0 ? s.divisor : (s.count_include_pad ? padded : inside));
   return r;
 }
 

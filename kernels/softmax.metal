@@ -100,8 +100,8 @@ kernel void softmax_rows(device const T* in [[buffer(0)]],
   device O* y = out + row * s.dim;
   if (s.log) {
     // (x - max) - log(sum), in this order: max + log(sum) would lose log(sum) next to a
-    // large max.
-    const float log_sum = log(acc.s);
+    // large max. The sum and its log rounded to the output type, as CPU's last-dim kernel.
+    const float log_sum = float(O(log(float(O(acc.s)))));
     for (ulong j = t; j < s.dim; j += tpr) y[j] = O((float(x[j]) - acc.m) - log_sum);
   } else {
     const float inv = 1.0f / acc.s;
@@ -125,11 +125,15 @@ kernel void softmax_cols(device const T* in [[buffer(0)]],
   float sum = 0.0f;
   for (ulong j = 0; j < n; ++j) sum += exp(float(x[j * step]) - m);
   if (s.log) {
-    const float log_sum = log(sum);
+    // CPU rounds the sum and its log to the output type along the last dim only.
+    const float log_sum = step == 1 ? float(O(log(float(O(sum))))) : log(sum);
     for (ulong j = 0; j < n; ++j) y[j * step] = O((float(x[j * step]) - m) - log_sum);
-  } else {
+  } else if (step == 1) {
     const float inv = 1.0f / sum;
     for (ulong j = 0; j < n; ++j) y[j * step] = O(exp(float(x[j * step]) - m) * inv);
+  } else {
+    // Other dims: CPU rounds each exp() to the output type before dividing.
+    for (ulong j = 0; j < n; ++j) y[j * step] = O(float(O(exp(float(x[j * step]) - m))) / sum);
   }
 }
 

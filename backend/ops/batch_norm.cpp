@@ -37,6 +37,7 @@ struct BatchNormShape {
   uint32_t per_thread = 1;
 };
 constexpr uint32_t kHasWeight = 1, kHasBias = 2, kUpdateRunning = 4, kStatsAreVar = 8, kTraining = 16;
+constexpr uint32_t kRoundStats = 256;
 
 KernelFamily stats_kernels("batch_norm_stats", launch::kFloatTypes);
 KernelFamily apply_kernels("batch_norm_apply", launch::kFloatTypes);
@@ -169,6 +170,9 @@ std::tuple<Tensor, Tensor, Tensor> nativeBatchNorm(const Tensor& input, const st
     }
     encode(stream, stats_kernels.pipeline(stream, Variant::Plain, *type), {&x, &mean, &stat, &run_mean, &run_var}, s,
            true);
+    // Half parameters: CPU keeps the batch's stats in the input's dtype and normalises
+    // with those.
+    if (*ptype != at::kFloat) s.flags |= kRoundStats;
     if (has_running && !run_mean.is_same(*running_mean)) {
       running_mean->copy_(run_mean);
       running_var->copy_(run_var);

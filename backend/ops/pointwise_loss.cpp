@@ -136,10 +136,12 @@ Tensor binaryCrossEntropyBackward(const Tensor& grad_output, const Tensor& self,
   const bool weighted = weight.has_value() && weight->defined();
   if (!nativeFloat({&grad_output, &self, &target}) || (weighted && !nativeFloat({&*weight})))
     return onCpuFallback("aten::binary_cross_entropy_backward", grad_output, self, target, weight, reduction);
-  const Tensor x = opmath(self), y = opmath(target);
-  constexpr double kEpsilon = 1e-12;  // CPU's floor on x * (1 - x)
-  Tensor grad = (x - y) / ((1 - x) * x).clamp_min(kEpsilon) * scaledGrad(grad_output, reduction, x.numel());
-  if (weighted) grad = grad * opmath(*weight);
+  // CPU's order of operations, each rounded to self's dtype as CPU's scalar code does
+  // (1e-12 is 0 in half: the floor only guards float32).
+  constexpr double kEpsilon = 1e-12;
+  Tensor grad = grad_output * (self - target) / ((1 - self) * self).clamp_min(kEpsilon);
+  if (weighted) grad = grad * *weight;
+  if (reduction == at::Reduction::Mean) grad = grad / static_cast<double>(self.numel());
   return asGradOf(grad, self);
 }
 
