@@ -95,7 +95,9 @@ kernel void pool2d_max_backward(device const T* grad_out [[buffer(0)]],
   for (long y = ys.x; y < ys.y; ++y)
     for (long x = xs.x; x < xs.y; ++x) {
       const long4 o = long4(p.x, p.y, y, x);
-      if (indices[offset(o, s.idx_s)] == flat) g += float(grad_out[offset(o, s.out_s)]);
+      // Each add rounded to T, in CPU's order (outputs row by row): CPU's half kernel
+      // accumulates in T.
+      if (indices[offset(o, s.idx_s)] == flat) g = float(T(g + float(grad_out[offset(o, s.out_s)])));
     }
   grad_in[offset(p, s.in_s)] = T(g);
 }
@@ -153,7 +155,7 @@ kernel void pool2d_avg_backward(device const T* grad_out [[buffer(0)]],
     for (long x = xs.x; x < xs.y; ++x) {
       const AvgWindow win = avg_window(s, y, x);
       if (p.z >= win.h0 && p.z < win.h1 && p.w >= win.w0 && p.w < win.w1)
-        g += float(grad_out[offset(long4(p.x, p.y, y, x), s.out_s)]) / win.divisor;
+        g = float(T(g + float(T(float(grad_out[offset(long4(p.x, p.y, y, x), s.out_s)]) / win.divisor))));
     }
   grad_in[offset(p, s.in_s)] = T(g);
 }

@@ -50,7 +50,8 @@ LOSSES = {
     "bce_weighted": (lambda x, y, r: F.binary_cross_entropy(x, y, weight=torch.full_like(y, 0.3), reduction=r),
                      "prob"),
     "bce_logits": (lambda x, y, r: F.binary_cross_entropy_with_logits(x, y, reduction=r), "target_prob"),
-    "kl_div": (lambda x, y, r: F.kl_div(x.log_softmax(-1), y.softmax(-1), reduction=r), "randn"),
+    "kl_div": (lambda x, y, r: F.kl_div(x.log_softmax(-1), y.softmax(-1), reduction="batchmean" if r == "mean" else r),
+               "randn"),
 }
 
 

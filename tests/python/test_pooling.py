@@ -79,7 +79,8 @@ def test_max_pool2d_matches_cpu(dtype, args, channels_last):
 AVG_ARGS = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
             dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
             dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
-            dict(kernel_size=(3, 2), stride=1, padding=(1, 0), divisor_override=5)]
+            dict(kernel_size=(3, 2), stride=1, padding=(1, 0), divisor_override=5),
+            dict(kernel_size=2, divisor_override=-2)]  # CPU takes a negative divisor too
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
