@@ -317,7 +317,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 // Ops that would not reach the boxed fallback on their own: they have a
 // CompositeExplicitAutograd kernel, which PrivateUse1 uses when it has none of its own.
-// - native_layer_norm, native_group_norm, addr: the decompositions compute in the input's
+// - native_layer_norm, native_group_norm: the decompositions compute in the input's
 //   precision (half: a native_batch_norm then a rounded mul), where CPU's kernels
 //   accumulate in float; results would differ from CPU's.
 // - conj_physical_: its composite calls a DispatchStub for the tensor's device type,
@@ -331,7 +331,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // - mode.values (torch.mode(x, out=...)): its composite refuses every device but CPU,
 //   CUDA and XPU ("mode only supports CPU, CUDA and XPU device type").
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_", "mse_loss",
+  for (const char* op : {"native_layer_norm", "native_group_norm", "conj_physical_", "mse_loss",
                          "smooth_l1_loss", "index.Tensor", "mode.values"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
