@@ -27,6 +27,7 @@ struct MatmulParams {
   long c_rs, c_cs, c_bs;
   long s_rs, s_cs, s_bs;  // the bias S (beta's operand), broadcast by stride 0
   long reduce_batches;    // > 1: sum this many batches of A @ B into one C (addbmm)
+  long round_terms;       // round alpha * AB and beta * S to T before adding them (addr, as CPU)
   float alpha, beta;      // beta == 0: S is not read (a NaN in it does not propagate)
 };
 
@@ -144,7 +145,11 @@ template <typename T>
     const long gr = m0 + r, gc = n0 + col;
     if (gr >= p.M || gc >= p.N) continue;
     float v = p.alpha != 0.0f ? p.alpha * smem[i] : 0.0f;
-    if (p.beta != 0.0f) v += p.beta * float(s[gr * p.s_rs + gc * p.s_cs]);
+    if (p.round_terms != 0) v = float(T(v));
+    if (p.beta != 0.0f) {
+      const float bias = p.beta * float(s[gr * p.s_rs + gc * p.s_cs]);
+      v += p.round_terms != 0 ? float(T(bias)) : bias;
+    }
     c[gr * p.c_rs + gc * p.c_cs] = T(v);
   }
 }

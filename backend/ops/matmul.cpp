@@ -51,6 +51,14 @@ void fallbackOut(const char* name, const char* overload, const at::Tensor& out, 
   launch::cpuFallbackOut(op, at::ArrayRef<at::Tensor>(&out, 1), args...);
 }
 
+// `x` rounded to the dtype `t` (CPU converts alpha and beta to the dtype where its
+// kernels compute in it).
+float asDtype(float x, c10::ScalarType t) {
+  if (t == at::kHalf) return static_cast<float>(static_cast<c10::Half>(x));
+  if (t == at::kBFloat16) return static_cast<float>(static_cast<c10::BFloat16>(x));
+  return x;
+}
+
 // Binds `t` at `index`, or `stand_in` when `t` has no elements (nothing is read then).
 void bindOperand(rt::ComputeEncoder& e, const at::Tensor& t, const at::Tensor& stand_in, int index) {
   auto [buffer, offset] = bufferFor(t.numel() > 0 ? t : stand_in);
@@ -60,7 +68,7 @@ void bindOperand(rt::ComputeEncoder& e, const at::Tensor& t, const at::Tensor& s
 // C[b] = alpha * A[b] @ B[b] + beta * S[b] (or one C = sum over b, reduce_batches), all
 // as 3-D (batch, rows, columns) views of any strides. S may be undefined when beta == 0.
 void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, const at::Tensor& C,
-                const at::Tensor& S, float alpha, float beta, bool reduce_batches) {
+                const at::Tensor& S, float alpha, float beta, bool reduce_batches, bool round_terms = false) {
   const int64_t batches = A.size(0), M = A.size(1), K = A.size(2), N = B.size(2);
   if (C.numel() == 0) return;
   MatmulParams p{};
@@ -70,8 +78,10 @@ void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, 
   p.c_bs = C.stride(0), p.c_rs = C.stride(1), p.c_cs = C.stride(2);
   if (S.defined() && beta != 0.0f) p.s_bs = S.stride(0), p.s_rs = S.stride(1), p.s_cs = S.stride(2);
   p.reduce_batches = reduce_batches ? batches : 1;
+  p.round_terms = round_terms;
   p.alpha = (K == 0 || batches == 0) ? 0.0f : alpha;
-  p.beta = beta;
+  // CPU scales by beta alone when the product is empty, with beta as the dtype.
+  p.beta = (K == 0 || batches == 0) ? asDtype(beta, C.scalar_type()) : beta;
   Stream& stream = currentStream(C.device().index());
   const rt::ComputePipelinePtr& pipeline = gemm_kernels.pipeline(stream, launch::Variant::Plain, dtype);
   const uint64_t threads = pipeline->maxTotalThreadsPerThreadgroup();
@@ -257,7 +267,17 @@ void addbmmInto(const at::Tensor& out, const at::Tensor& self, const at::Tensor&
     return;
   }
   const float b = beta.toFloat();
-  launchGemm(*dtype, b1, b2, out.unsqueeze(0), biasAs3d(self, out, b), alpha.toFloat(), b, true);
+  if (out.scalar_type() == at::kFloat || b1.size(0) <= 1) {
+    launchGemm(*dtype, b1, b2, out.unsqueeze(0), biasAs3d(self, out, b), alpha.toFloat(), b, true);
+    return;
+  }
+  // half and bfloat16: CPU adds one batch's product at a time, rounding the sum to the
+  // dtype after each (an addmm per batch); the results differ by more than an ulp
+  // from one rounding at the end, so do the same.
+  at::Tensor o = out.unsqueeze(0);
+  launchGemm(*dtype, b1.narrow(0, 0, 1), b2.narrow(0, 0, 1), o, biasAs3d(self, out, b), alpha.toFloat(), b, false);
+  for (int64_t i = 1; i < b1.size(0); ++i)
+    launchGemm(*dtype, b1.narrow(0, i, 1), b2.narrow(0, i, 1), o, o, alpha.toFloat(), 1.0f, false);
 }
 
 at::Tensor& addbmmOut(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
@@ -309,9 +329,15 @@ void addrInto(const at::Tensor& out, const at::Tensor& self, const at::Tensor& v
     fallbackOut("aten::addr", "out", out, self, v1, v2, beta, alpha);
     return;
   }
-  const float b = beta.toFloat();
-  launchGemm(*dtype, v1.unsqueeze(1).unsqueeze(0), v2.unsqueeze(0).unsqueeze(0), out.unsqueeze(0),
-             biasAs3d(self, out, b), alpha.toFloat(), b, false);
+  // CPU computes addr in the dtype, one rounding per operation:
+  // (beta * self) + ((alpha * vec1) * vec2), alpha and beta as the dtype, and alpha = 0
+  // does not drop the product. vec1 is scaled first (native mul), the K = 1 product of
+  // two values of the dtype is exact in float, and the kernel rounds both terms.
+  const c10::ScalarType t = out.scalar_type();
+  const float b = asDtype(beta.toFloat(), t);
+  const at::Tensor scaled = at::mul(v1, at::Scalar(static_cast<double>(asDtype(alpha.toFloat(), t))));
+  launchGemm(*dtype, scaled.unsqueeze(1).unsqueeze(0), v2.unsqueeze(0).unsqueeze(0), out.unsqueeze(0),
+             biasAs3d(self, out, b), 1.0f, b, false, true);
 }
 
 at::Tensor addr(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2, const at::Scalar& beta,
@@ -371,7 +397,9 @@ void addmvInto(const at::Tensor& out, const at::Tensor& self, const at::Tensor& 
     return;
   }
   const at::Tensor bias = b != 0.0f ? self.expand(out.sizes()) : at::Tensor();
-  launchGemv(*dtype, mat, vec, out, bias, alpha.toFloat(), b);
+  // CPU's gemv takes alpha and beta as the dtype.
+  launchGemv(*dtype, mat, vec, out, bias, asDtype(alpha.toFloat(), out.scalar_type()),
+             asDtype(b, out.scalar_type()));
 }
 
 at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,

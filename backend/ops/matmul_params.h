@@ -12,6 +12,7 @@ struct MatmulParams {
   int64_t c_rs, c_cs, c_bs;
   int64_t s_rs, s_cs, s_bs;  // the bias S, broadcast by stride 0
   int64_t reduce_batches;    // > 1: batches summed into one C (addbmm)
+  int64_t round_terms;       // alpha * AB and beta * S rounded to the dtype before the sum (addr)
   float alpha, beta;         // beta == 0: S is not read
 };
 

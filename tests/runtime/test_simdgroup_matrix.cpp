@@ -12,7 +12,12 @@ namespace metalx::rt::testing {
 namespace {
 
 constexpr char kMatrixKernels[] = "simdgroup_matrix.metal";
-using SimdgroupMatrix = KernelFileTest<kMatrixKernels>;
+// The helpers below take the fixture: its pipeline() and queue made reachable.
+class SimdgroupMatrix : public KernelFileTest<kMatrixKernels> {
+ public:
+  using KernelFileTest::pipeline;
+  using KernelFileTest::queue;
+};
 
 std::vector<float> randomValues(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
