@@ -30,14 +30,10 @@ namespace detail {
 
 // This thread's LaneHeader (valid only in fiber mode, which every kernel naming a
 // simdgroup_* function runs in: the translator classes them as synchronising).
-// `const`: the result depends only on the frame, so the compiler computes it once per
-// kernel call instead of reloading host_api at every matrix call.
-__attribute__((const, noinline)) inline kabi::LaneHeader* lane_header_of(uintptr_t frame) {
-  const uintptr_t span = host_api->fiber_stack_span;
-  return reinterpret_cast<kabi::LaneHeader*>((frame & ~(span - 1)) + span - kabi::kLaneHeaderBytes);
-}
 METALSIM_ALWAYS_INLINE kabi::LaneHeader* lane_header() {
-  return lane_header_of(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
+  const uintptr_t span = host_api->fiber_stack_span;
+  const uintptr_t frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return reinterpret_cast<kabi::LaneHeader*>((frame & ~(span - 1)) + span - kabi::kLaneHeaderBytes);
 }
 
 // Counts one SIMD-group matrix call for this lane; true on the lane that does the work.
