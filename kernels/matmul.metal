@@ -36,14 +36,16 @@ struct MatmulParams {
 // runs each SIMD-group matrix call once for the whole group (its lane 0), and every
 // other lane only counts the call, so fewer, larger SIMD-group tiles with fewer
 // fragment loads per multiply pay off there: one SIMD group per 64 x 64 block
-// (8 x 8 fragments), K steps of 32.
+// (8 x 8 fragments), K steps of 32. The host dispatches MM_THREADS threads per group by
+// DeviceInfo::is_simulated (no [[max_total_threads_per_threadgroup]]: built-in kernels
+// accept 256).
 #if defined(METALSIM_VECTOR_BYTES)
 #define MM_BM 64
 #define MM_BN 64
 #define MM_BK 32
 #define MM_SGM 1
 #define MM_SGN 1
-#define MM_THREADS 32  // MM_SGM * MM_SGN SIMD groups (a literal: [[max_total_threads...]] needs one)
+#define MM_THREADS 32  // MM_SGM * MM_SGN SIMD groups; the host dispatches this many (matmul.cpp)
 #else
 #define MM_BM 64
 #define MM_BN 64
@@ -98,7 +100,7 @@ METAL_FUNC void stage_tile(threadgroup float* tile, int ld, const device T* src,
 }
 
 template <typename T>
-[[max_total_threads_per_threadgroup(MM_THREADS)]] kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buffer(1)]],
+kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buffer(1)]],
                         device T* C [[buffer(2)]], const device T* S [[buffer(3)]],
                         constant MatmulParams& p [[buffer(4)]], uint3 group [[threadgroup_position_in_grid]],
                         uint tid [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]]) {

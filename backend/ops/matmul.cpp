@@ -59,6 +59,8 @@ float asDtype(float x, c10::ScalarType t) {
   return x;
 }
 
+bool isSimulated(const at::Tensor& t) { return bufferFor(t).first->device().info().is_simulated; }
+
 // Binds `t` at `index`, or `stand_in` when `t` has no elements (nothing is read then).
 void bindOperand(rt::ComputeEncoder& e, const at::Tensor& t, const at::Tensor& stand_in, int index) {
   auto [buffer, offset] = bufferFor(t.numel() > 0 ? t : stand_in);
@@ -84,7 +86,8 @@ void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, 
   p.beta = (K == 0 || batches == 0) ? asDtype(beta, C.scalar_type()) : beta;
   Stream& stream = currentStream(C.device().index());
   const rt::ComputePipelinePtr& pipeline = gemm_kernels.pipeline(stream, launch::Variant::Plain, dtype);
-  const uint64_t threads = pipeline->maxTotalThreadsPerThreadgroup();
+  // The kernel's threads per block (MM_THREADS): one SIMD group on the simulator, four on a GPU.
+  const uint64_t threads = isSimulated(C) ? 32 : 128;
   const uint64_t gx = (N + kBlock - 1) / kBlock, gy = (M + kBlock - 1) / kBlock;
   const uint64_t gz = reduce_batches ? 1 : batches;
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
