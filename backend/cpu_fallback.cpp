@@ -317,8 +317,6 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 // Ops that would not reach the boxed fallback on their own: they have a
 // CompositeExplicitAutograd kernel, which PrivateUse1 uses when it has none of its own.
-// - addr: the decomposition computes in the input's precision, where CPU's kernel
-//   accumulates in float; results would differ from CPU's.
 // - conj_physical_: its composite calls a DispatchStub for the tensor's device type,
 //   which has no metalx entry ("missing kernel").
 // - index.Tensor: the structured wrapper runs index's meta function, then the .out
@@ -327,8 +325,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // - mode.values (torch.mode(x, out=...)): its composite refuses every device but CPU,
 //   CUDA and XPU ("mode only supports CPU, CUDA and XPU device type").
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* op : {"addr", "addr.out", "conj_physical_", "index.Tensor",
-                         "mode.values"})
+  for (const char* op : {"conj_physical_", "index.Tensor", "mode.values"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

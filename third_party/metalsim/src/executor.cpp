@@ -111,7 +111,11 @@ void apiSimd(kabi::SimdRequest* request) { blockLane(LaneState::AtSimd, request-
 
 [[noreturn]] void apiFail(const char* message) { throw KernelFault(message); }
 
-const kabi::HostApi kApi = {kabi::kAbiVersion, &apiTgAlloc, &apiBarrier, &apiSimd, &apiFail};
+const kabi::HostApi& api() {
+  static const kabi::HostApi table = {kabi::kAbiVersion, &apiTgAlloc, &apiBarrier, &apiSimd, &apiFail,
+                                      fiberStackSpan()};
+  return table;
+}
 
 // ---- one threadgroup ----
 
@@ -136,9 +140,38 @@ void fiberEntry(void* arg) {
   lane.fiber->suspend();  // never resumed again
 }
 
+// SIMD-group matrix calls run once, on lane 0 (metalsim_prelude/simdgroup_matrix.h);
+// every lane counts the calls it reached in its LaneHeader. Lanes of one SIMD group that
+// meet at a synchronisation point (or finish) with different counts took different
+// paths through such calls, which Metal does not allow: fail naming the lanes.
+// `in` selects the lanes compared (nullptr: all of them).
+void checkMatrixCalls(const WorkerState& w, kabi::U3 g, const char* where, const bool* in = nullptr) {
+  const std::vector<Lane>& lanes = w.lanes;
+  for (size_t base = 0; base < lanes.size(); base += kabi::kSimdWidth) {
+    const size_t end = std::min(lanes.size(), base + kabi::kSimdWidth);
+    size_t ref = end;
+    for (size_t i = base; i < end; ++i) {
+      if (in && !in[i - base]) continue;
+      if (ref == end) {
+        ref = i;
+        continue;
+      }
+      const uint64_t a = lanes[ref].fiber->header()->matrix_calls, b = lanes[i].fiber->header()->matrix_calls;
+      if (a != b)
+        throw std::runtime_error(std::string("kernel '") + w.kernel->name + "', threadgroup " + groupName(g) +
+                                 ": SIMD group " + std::to_string(base / kabi::kSimdWidth) + " " + where + ": lane " +
+                                 std::to_string(ref - base) + " reached " + std::to_string(a) +
+                                 " simdgroup_matrix calls but lane " + std::to_string(i - base) + " reached " +
+                                 std::to_string(b) +
+                                 "; every lane of a SIMD group must reach each simdgroup_matrix call (divergent "
+                                 "control flow around simdgroup_load/store/multiply)");
+    }
+  }
+}
+
 // Resolves, in each SIMD group whose live lanes have all blocked, the SIMD-group call
 // at the lowest code address (see the file comment). Returns whether any lane moved.
-bool resolveSimdGroups(std::vector<Lane>& lanes) {
+bool resolveSimdGroups(const WorkerState& w, std::vector<Lane>& lanes, kabi::U3 g) {
   bool progressed = false;
   for (size_t base = 0; base < lanes.size(); base += kabi::kSimdWidth) {
     size_t end = std::min(lanes.size(), base + kabi::kSimdWidth);
@@ -152,10 +185,18 @@ bool resolveSimdGroups(std::vector<Lane>& lanes) {
     uint32_t mask = 0;
     kabi::SimdRequest* reqs[kabi::kSimdWidth] = {};
     bool is_barrier = false;
+    uint64_t matrix_calls = 0;
     for (size_t i = base; i < end; ++i) {
       Lane& l = lanes[i];
       if ((l.state != LaneState::AtSimd && l.state != LaneState::AtSimdBarrier) || l.site != site) continue;
       uint32_t lane_index = static_cast<uint32_t>(i - base);
+      const uint64_t calls = l.fiber->header()->matrix_calls;
+      if (mask == 0) matrix_calls = calls;
+      if (calls != matrix_calls) {
+        bool at[kabi::kSimdWidth] = {};
+        for (size_t j = base; j < end; ++j) at[j - base] = lanes[j].site == site && j <= i;
+        checkMatrixCalls(w, g, "at a SIMD-group function or barrier", at);
+      }
       mask |= 1u << lane_index;
       is_barrier = l.state == LaneState::AtSimdBarrier;
       if (l.request) {
@@ -194,6 +235,9 @@ void runGroupFibers(WorkerState& w, const kabi::Launch& L, const kabi::GroupMemo
         lane = Lane{};
         lane.fiber = &w.fibers.get(i);
         lane.ids = kabi::threadIds(L, g, {x, y, z}, size);
+        kabi::LaneHeader* header = lane.fiber->header();
+        header->simd_lane = lane.ids.thread_index_in_simdgroup;
+        header->matrix_calls = 0;
         lane.tg_cursor = w.tg_static_begin;
       }
   // Fibers are set up lazily, on first run, each with the worker state as argument;
@@ -215,8 +259,11 @@ void runGroupFibers(WorkerState& w, const kabi::Launch& L, const kabi::GroupMemo
       if (lane.state == LaneState::Done) ++done;
     }
     w.lane = nullptr;
-    if (done == count) return;
-    if (resolveSimdGroups(w.lanes)) continue;
+    if (done == count) {
+      checkMatrixCalls(w, g, "at the end of the kernel");
+      return;
+    }
+    if (resolveSimdGroups(w, w.lanes, g)) continue;
     size_t at_barrier = 0;
     for (const Lane& lane : w.lanes) at_barrier += lane.state == LaneState::AtBarrier;
     if (done > 0)
@@ -225,6 +272,7 @@ void runGroupFibers(WorkerState& w, const kabi::Launch& L, const kabi::GroupMemo
                                std::to_string(at_barrier) + " of " + std::to_string(count) +
                                " threads; the other " + std::to_string(done) +
                                " had returned, so on a GPU this barrier would never complete");
+    checkMatrixCalls(w, g, "at a threadgroup_barrier");
     for (Lane& lane : w.lanes) lane.state = LaneState::Runnable;
   }
 }
@@ -287,7 +335,7 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
 
 }  // namespace
 
-const kabi::HostApi& hostApi() { return kApi; }
+const kabi::HostApi& hostApi() { return api(); }
 
 void runDispatch(DispatchCommand& d) {
   for (auto& b : d.bindings)

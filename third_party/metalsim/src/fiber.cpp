@@ -76,12 +76,29 @@ struct Fiber::Impl {
 };
 #endif
 
-Fiber::Fiber(size_t stack_bytes) {
-  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  stack_bytes = (stack_bytes + page - 1) / page * page;
-  mapped_ = stack_bytes + page;
-  stack_ = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (stack_ == MAP_FAILED) throw std::bad_alloc();
+size_t fiberStackSpan() {
+  static const size_t span = [] {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t need = (config().fiber_stack_bytes + page - 1) / page * page + page;
+    size_t s = page;
+    while (s < need) s <<= 1;
+    return s;
+  }();
+  return span;
+}
+
+Fiber::Fiber() {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t span = fiberStackSpan();
+  // Map twice the span and keep the aligned span inside it.
+  void* raw = mmap(nullptr, 2 * span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + span - 1) & ~(span - 1);
+  if (aligned > begin) munmap(raw, aligned - begin);
+  if (begin + 2 * span > aligned + span) munmap(reinterpret_cast<void*>(aligned + span), begin + 2 * span - aligned - span);
+  stack_ = reinterpret_cast<void*>(aligned);
+  mapped_ = span;
   // A guard page below the stack turns an overflow into a fault at the overflow, not
   // silent corruption of a neighbouring fiber.
   mprotect(stack_, page, PROT_NONE);
@@ -101,9 +118,13 @@ namespace {
 size_t pageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 }  // namespace
 
+kabi::LaneHeader* Fiber::header() const {
+  return reinterpret_cast<kabi::LaneHeader*>(static_cast<char*>(stack_) + mapped_ - kabi::kLaneHeaderBytes);
+}
+
 void Fiber::reset(Entry entry, void* arg) {
   char* bottom = static_cast<char*>(stack_) + pageSize();
-  char* top = static_cast<char*>(stack_) + mapped_;
+  char* top = static_cast<char*>(stack_) + mapped_ - kabi::kLaneHeaderBytes;
 #if METALSIM_FIBER_ASM
   auto* sp = reinterpret_cast<uintptr_t*>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t(15));
   // After the six pops and the ret, %rsp is 16-byte aligned, so the trampoline's call
@@ -172,7 +193,7 @@ FiberPool::~FiberPool() {
 }
 
 Fiber& FiberPool::get(size_t i) {
-  while (fibers_.size() <= i) fibers_.push_back(new Fiber(config().fiber_stack_bytes));
+  while (fibers_.size() <= i) fibers_.push_back(new Fiber());
   return *fibers_[i];
 }
 

@@ -6,12 +6,20 @@
 #include <cstddef>
 #include <vector>
 
+#include "metalsim/kernel_abi.h"
+
 namespace metalsim {
+
+// Every fiber stack is a mapping of this many bytes (a power of two, at least the
+// configured stack plus its guard page) starting at a multiple of it, with the
+// thread's kabi::LaneHeader in its top bytes: kernel code finds the header by masking
+// its frame address (see kabi::LaneHeader).
+size_t fiberStackSpan();
 
 class Fiber {
  public:
   using Entry = void (*)(void* arg);
-  explicit Fiber(size_t stack_bytes);
+  Fiber();
   ~Fiber();
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
@@ -24,9 +32,11 @@ class Fiber {
   void suspend();
   // Called first thing on the fiber's own stack (bookkeeping for sanitizers).
   void started();
+  // The header at the top of this fiber's stack.
+  kabi::LaneHeader* header() const;
 
  private:
-  void* stack_ = nullptr;  // the mapping, guard page first
+  void* stack_ = nullptr;  // the mapping (fiberStackSpan() bytes, aligned to it), guard page first
   size_t mapped_ = 0;
   void* sp_ = nullptr;         // saved stack pointer of the fiber
   void* caller_sp_ = nullptr;  // saved stack pointer of the thread that resumed it

@@ -166,8 +166,10 @@ bool isCFloatMathName(const std::string& id) {
 }
 
 bool isSyncIdent(const std::string& id) {
-  return id == "threadgroup_barrier" || id == "simdgroup_barrier" ||
-         id.rfind("simd_", 0) == 0 || id.rfind("quad_", 0) == 0;
+  // simdgroup_* covers the SIMD-group matrix types and functions too: they need the
+  // fiber stack's lane header (metalsim_prelude/simdgroup_matrix.h).
+  return id == "threadgroup_barrier" || id.rfind("simdgroup_", 0) == 0 || id.rfind("simd_", 0) == 0 ||
+         id.rfind("quad_", 0) == 0 || id == "make_filled_simdgroup_matrix" || id == "thread_elements";
 }
 
 class Translator {

@@ -15,7 +15,7 @@
 
 namespace metalsim::kabi {
 
-constexpr uint32_t kAbiVersion = 3;
+constexpr uint32_t kAbiVersion = 4;
 constexpr uint32_t kSimdWidth = 32;
 constexpr uint32_t kMaxBindings = 31;
 
@@ -98,12 +98,26 @@ struct SimdRequest {
 
 enum class BarrierScope : uint32_t { Threadgroup = 0, Simdgroup = 1 };
 
+// What a simulated thread of a synchronising kernel keeps at the top of its fiber
+// stack. Fiber stacks are aligned to `HostApi::fiber_stack_span` (a power of two), so
+// kernel code finds its own header from its frame address with a mask, no call:
+// SIMD-group matrix functions (metalsim_prelude/simdgroup_matrix.h) run every call
+// once, on lane 0 of the SIMD group, and count the calls of every lane here so that
+// the simulator can report lanes that did not all reach the same calls.
+struct LaneHeader {
+  uint32_t simd_lane;     // index in the SIMD group
+  uint32_t reserved;
+  uint64_t matrix_calls;  // SIMD-group matrix calls this thread reached so far
+};
+constexpr size_t kLaneHeaderBytes = 64;
+
 struct HostApi {
   uint32_t abi_version;
   void* (*tg_alloc)(size_t size, size_t align);  // a threadgroup variable
   void (*barrier)(BarrierScope scope, const void* site);
   void (*simd)(SimdRequest* request);            // blocks until resolved
   [[noreturn]] void (*fail)(const char* message);
+  size_t fiber_stack_span;  // fiber stacks start at multiples of it; LaneHeader at the top
 };
 
 using RunGroupFn = void (*)(const Launch&, const GroupMemory&, U3 group);
