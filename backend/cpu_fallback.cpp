@@ -325,14 +325,11 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // - mse_loss, smooth_l1_loss: the structured wrapper would call the .out kernel with the
 //   reduced (0-dim) output, which CPU's out kernel uses as an elementwise scratch first:
 //   right values, but a "was resized" warning on every call.
-// - index.Tensor: the structured wrapper runs index's meta function, then the .out
-//   kernel runs it again on the CPU: a uint8 mask warned "indexing with dtype
-//   torch.uint8 is now deprecated" twice per mask where CPU and CUDA warn once.
 // - mode.values (torch.mode(x, out=...)): its composite refuses every device but CPU,
 //   CUDA and XPU ("mode only supports CPU, CUDA and XPU device type").
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_", "mse_loss",
-                         "smooth_l1_loss", "index.Tensor", "mode.values"})
+                         "smooth_l1_loss", "mode.values"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

@@ -12,6 +12,8 @@
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorAdvancedIndexingUtils.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/gather_meta.h>
 #include <ATen/ops/index_add_meta.h>
 #include <ATen/ops/index_copy_meta.h>
@@ -23,6 +25,7 @@
 #include <algorithm>
 
 #include "allocator.h"
+#include "cpu_fallback.h"
 #include "core/stream_pool.h"
 #include "device.h"
 #include "fallback_memory.h"
@@ -94,6 +97,28 @@ void onCpu(const char* op, c10::DeviceIndex device, F&& cpu) {
   reportFallback(c10::OperatorName(op, ""));
   synchronizeCurrentStream(device);
   cpu();
+}
+
+// The boxed CPU fallback of `name.overload` on the stack's arguments.
+void boxedFallback(const char* name, const char* overload, torch::jit::Stack& stack) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  cpuFallback(op, &stack);
+}
+
+c10::IValue asIValue(const at::Tensor& t) { return t; }
+c10::IValue asIValue(int64_t v) { return v; }
+c10::IValue asIValue(bool v) { return v; }
+c10::IValue asIValue(const at::Scalar& v) { return v; }
+c10::IValue asIValue(c10::string_view v) { return std::string(v); }
+
+// The op `name.overload` on the CPU fallback, for dtypes the kernels cannot compute in
+// (float64, complex): CPU's own kernel, counted in the fallback report.
+template <class... Args>
+c10::IValue onFallback(const char* name, const char* overload, const Args&... args) {
+  torch::jit::Stack stack;
+  (stack.push_back(asIValue(args)), ...);
+  boxedFallback(name, overload, stack);
+  return stack.back();
 }
 
 // The index values, read on the host once the device is done with them.
@@ -313,15 +338,21 @@ void scatterImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, con
 #define METALX_UNPACK(...) __VA_ARGS__
 // The functional and in-place variants of a scatter overload whose arguments are
 // (self, dim, index, REST...).
-#define METALX_SCATTER_VARIANTS(NAME, META, REST_PARAMS, REST_ARGS, MODE_EXPR, SRC, VALUE, INCLUDE)          \
+#define METALX_SCATTER_VARIANTS(NAME, OP, OVERLOAD, META, REST_PARAMS, REST_ARGS, MODE_EXPR, SRC, VALUE, INCLUDE)     \
   at::Tensor NAME##Functional(const at::Tensor& self, int64_t dim, const at::Tensor& index,                 \
                               METALX_UNPACK REST_PARAMS) {                                                  \
+    if (!arithmeticDtype(self))                                                                             \
+      return onFallback(OP, OVERLOAD, self, dim, index, METALX_UNPACK REST_ARGS).toTensor(); \
     launch::FunctionalOp<at::meta::META> op;                                                                \
     op.meta(self, dim, index, METALX_UNPACK REST_ARGS);                                                     \
     scatterImpl(op.outputs[0], self, dim, index, SRC, VALUE, MODE_EXPR, INCLUDE);                           \
     return std::move(op.outputs[0]);                                                                        \
   }                                                                                                         \
   at::Tensor& NAME##Inplace(at::Tensor& self, int64_t dim, const at::Tensor& index, METALX_UNPACK REST_PARAMS) { \
+    if (!arithmeticDtype(self)) {                                                                           \
+      onFallback(OP "_", OVERLOAD, self, dim, index, METALX_UNPACK REST_ARGS); \
+      return self;                                                                                          \
+    }                                                                                                       \
     launch::InplaceOp<at::meta::META> op(self);                                                             \
     op.meta(self, dim, index, METALX_UNPACK REST_ARGS);                                                     \
     scatterImpl(op.maybe_get_output(0), self, dim, index, SRC, VALUE, MODE_EXPR, INCLUDE);                  \
@@ -331,18 +362,18 @@ void scatterImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, con
 
 const at::Tensor kNoSrc;
 
-METALX_SCATTER_VARIANTS(scatterSrc, structured_scatter_src, (const at::Tensor& src), (src), kAssign, src,
+METALX_SCATTER_VARIANTS(scatterSrc, "aten::scatter", "src", structured_scatter_src, (const at::Tensor& src), (src), kAssign, src,
                         std::nullopt, true)
-METALX_SCATTER_VARIANTS(scatterValue, structured_scatter_value, (const at::Scalar& value), (value), kAssign, kNoSrc,
+METALX_SCATTER_VARIANTS(scatterValue, "aten::scatter", "value", structured_scatter_value, (const at::Scalar& value), (value), kAssign, kNoSrc,
                         value, true)
-METALX_SCATTER_VARIANTS(scatterReduce, structured_scatter_reduce, (const at::Tensor& src, c10::string_view reduce),
+METALX_SCATTER_VARIANTS(scatterReduce, "aten::scatter", "reduce", structured_scatter_reduce, (const at::Tensor& src, c10::string_view reduce),
                         (src, reduce), modeOf(reduce), src, std::nullopt, true)
-METALX_SCATTER_VARIANTS(scatterValueReduce, structured_scatter_value_reduce,
+METALX_SCATTER_VARIANTS(scatterValueReduce, "aten::scatter", "value_reduce", structured_scatter_value_reduce,
                         (const at::Scalar& value, c10::string_view reduce), (value, reduce), modeOf(reduce), kNoSrc,
                         value, true)
-METALX_SCATTER_VARIANTS(scatterAdd, structured_scatter_add, (const at::Tensor& src), (src), kSum, src, std::nullopt,
+METALX_SCATTER_VARIANTS(scatterAdd, "aten::scatter_add", "", structured_scatter_add, (const at::Tensor& src), (src), kSum, src, std::nullopt,
                         true)
-METALX_SCATTER_VARIANTS(scatterReduceTwo, structured_scatter_reduce_two,
+METALX_SCATTER_VARIANTS(scatterReduceTwo, "aten::scatter_reduce", "two", structured_scatter_reduce_two,
                         (const at::Tensor& src, c10::string_view reduce, bool include_self),
                         (src, reduce, include_self), modeOf(reduce), src, std::nullopt, include_self)
 
@@ -362,6 +393,7 @@ void indexAddImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, co
 
 at::Tensor indexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                     const at::Scalar& alpha) {
+  if (!arithmeticDtype(self)) return onFallback("aten::index_add", "", self, dim, index, source, alpha).toTensor();
   launch::FunctionalOp<at::meta::structured_index_add> op;
   auto pre = op.meta(self, dim, index, source, alpha);
   indexAddImpl(op.outputs[0], self, pre.dim, index, source, alpha);
@@ -369,6 +401,10 @@ at::Tensor indexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index
 }
 at::Tensor& indexAddInplace(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                             const at::Scalar& alpha) {
+  if (!arithmeticDtype(self)) {
+    onFallback("aten::index_add_", "", self, dim, index, source, alpha);
+    return self;
+  }
   launch::InplaceOp<at::meta::structured_index_add> op(self);
   auto pre = op.meta(self, dim, index, source, alpha);
   indexAddImpl(op.maybe_get_output(0), self, pre.dim, index, source, alpha);
@@ -377,6 +413,10 @@ at::Tensor& indexAddInplace(at::Tensor& self, int64_t dim, const at::Tensor& ind
 }
 at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                         const at::Scalar& alpha, at::Tensor& out) {
+  if (!arithmeticDtype(self)) {
+    onFallback("aten::index_add", "out", self, dim, index, source, alpha, out);
+    return out;
+  }
   launch::OutOp<at::meta::structured_index_add> op(out);
   auto pre = op.meta(self, dim, index, source, alpha);
   indexAddImpl(op.maybe_get_output(0), self, pre.dim, index, source, alpha);
@@ -396,12 +436,17 @@ void indexCopyImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, c
 }
 
 at::Tensor indexCopy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  if (!arithmeticDtype(self)) return onFallback("aten::index_copy", "", self, dim, index, source).toTensor();
   launch::FunctionalOp<at::meta::structured_index_copy> op;
   auto pre = op.meta(self, dim, index, source);
   indexCopyImpl(op.outputs[0], self, pre.dim, index, source);
   return std::move(op.outputs[0]);
 }
 at::Tensor& indexCopyInplace(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  if (!arithmeticDtype(self)) {
+    onFallback("aten::index_copy_", "", self, dim, index, source);
+    return self;
+  }
   launch::InplaceOp<at::meta::structured_index_copy> op(self);
   auto pre = op.meta(self, dim, index, source);
   indexCopyImpl(op.maybe_get_output(0), self, pre.dim, index, source);
@@ -410,6 +455,10 @@ at::Tensor& indexCopyInplace(at::Tensor& self, int64_t dim, const at::Tensor& in
 }
 at::Tensor& indexCopyOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                          at::Tensor& out) {
+  if (!arithmeticDtype(self)) {
+    onFallback("aten::index_copy", "out", self, dim, index, source, out);
+    return out;
+  }
   launch::OutOp<at::meta::structured_index_copy> op(out);
   auto pre = op.meta(self, dim, index, source);
   indexCopyImpl(op.maybe_get_output(0), self, pre.dim, index, source);
@@ -418,6 +467,10 @@ at::Tensor& indexCopyOut(const at::Tensor& self, int64_t dim, const at::Tensor& 
 }
 
 at::Tensor& indexFillScalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  if (!arithmeticDtype(self)) {
+    onFallback("aten::index_fill_", "int_Scalar", self, dim, index, value);
+    return self;
+  }
   TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
   TORCH_CHECK(!self.is_complex() || !value.isComplex() || self.is_complex(), "index_fill_(): bad value");
   at::assert_no_internal_overlap(self);
@@ -437,6 +490,10 @@ at::Tensor& indexFillTensor(at::Tensor& self, int64_t dim, const at::Tensor& ind
   TORCH_CHECK(value.dim() == 0,
               "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ", value.dim(),
               " dimension(s).");
+  if (!arithmeticDtype(self)) {
+    onFallback("aten::index_fill_", "int_Tensor", self, dim, index, value);
+    return self;
+  }
   return indexFillScalar(self, dim, index, value.item());
 }
 
@@ -466,6 +523,147 @@ at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
   return grad_weight;
 }
 
+
+// ---- advanced indexing: index.Tensor and _index_put_impl_ ----
+//
+// x[i0, i1, ...] with index tensors: torch's own helpers turn masks into indices (through
+// nonzero), broadcast the indices and move non-adjacent indexed dims to the front, as
+// CPU/CUDA's make_info. The indexed dims then collapse into one: the element offset
+// sum_k index_k * stride_k, computed on the device, flattened to a vector of R entries.
+// The op walks (dims before, R, dims after): a gather for index, a scatter along R for
+// index_put_ (one thread per position of the other dims, in order: accumulate is
+// deterministic and repeated indices keep the last value, as on CPU).
+
+struct AdvancedPlan {
+  at::Tensor self;     // self, or a permutation of it with the indexed dims in front
+  at::Tensor offsets;  // int64 [R]
+  int64_t before = 0;  // dims before the indexed ones
+  int64_t indexed_end = 0;  // first dim after them
+  std::vector<int64_t> result_shape;  // before + broadcast index shape + after
+  std::vector<int64_t> walk_shape;    // before + [R] + after
+};
+
+
+std::optional<AdvancedPlan> planAdvanced(const at::Tensor& self_in, const c10::List<std::optional<at::Tensor>>& orig) {
+  TORCH_CHECK_INDEX(orig.size() <= static_cast<size_t>(self_in.dim()), "too many indices for tensor of dimension ",
+                    self_in.dim(), " (got ", orig.size(), ")");
+  at::native::checkIndexTensorTypes(orig, /*allow_int=*/true);
+  std::vector<at::Tensor> indices = at::native::expandTensors(self_in, orig, /*ensure_same_device=*/true);
+  try {
+    indices = at::expand_outplace(indices);
+  } catch (std::exception&) {
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                      at::native::shapes_as_str(indices));
+  }
+  while (indices.size() < static_cast<size_t>(self_in.dim())) indices.emplace_back();
+  AdvancedPlan plan;
+  plan.self = self_in;
+  if (!at::native::hasContiguousSubspace(indices))
+    std::tie(plan.self, indices) = at::native::transposeToFront(plan.self, indices);
+  const int64_t ndim = plan.self.dim();
+  while (plan.before < ndim && !indices[plan.before].defined()) ++plan.before;
+  if (plan.before == ndim || ndim > kMaxDims) return std::nullopt;  // nothing indexed (0-dim masks): the CPU
+  plan.indexed_end = plan.before;
+  while (plan.indexed_end < ndim && indices[plan.indexed_end].defined()) ++plan.indexed_end;
+  at::Tensor offsets;
+  for (int64_t d = plan.before; d < plan.indexed_end; ++d) {
+    at::Tensor idx = indices[d].to(at::kLong);
+    const int64_t size = plan.self.size(d);
+    // CPU names the position among the indexed dims.
+    checkIndexValues(idx, size, d - plan.before, IndexError::BoundsIndexError, /*negative_ok=*/true);
+    if (idx.numel() > 0) idx = idx.remainder(size);  // negative indices count from the end
+    at::Tensor term = idx * plan.self.stride(d);
+    offsets = offsets.defined() ? offsets + term : term;
+  }
+  const at::IntArrayRef index_shape = indices[plan.before].sizes();
+  for (int64_t d = 0; d < plan.before; ++d) plan.result_shape.push_back(plan.self.size(d));
+  plan.walk_shape = plan.result_shape;
+  plan.result_shape.insert(plan.result_shape.end(), index_shape.begin(), index_shape.end());
+  plan.walk_shape.push_back(c10::multiply_integers(index_shape));
+  for (int64_t d = plan.indexed_end; d < ndim; ++d) {
+    plan.result_shape.push_back(plan.self.size(d));
+    plan.walk_shape.push_back(plan.self.size(d));
+  }
+  plan.offsets = offsets.reshape({-1}).contiguous();
+  return plan;
+}
+
+// The walk over (before, R, after): self's strides with 1 for R (offsets are in
+// elements), the offsets along R, `other`'s own strides.
+IndexParams advancedWalk(const AdvancedPlan& plan, const at::Tensor& other) {
+  IndexParams p;
+  p.ndim = static_cast<uint32_t>(plan.walk_shape.size());
+  p.dim = static_cast<uint32_t>(plan.before);
+  for (uint32_t j = 0; j < p.ndim; ++j) {
+    p.sizes[j] = static_cast<uint64_t>(plan.walk_shape[j]);
+    const int64_t d = j < plan.before ? j : plan.indexed_end + (j - plan.before - 1);
+    p.self_strides[j] = j == p.dim ? 1 : plan.self.stride(d);
+    p.index_strides[j] = j == p.dim ? 1 : 0;
+    p.other_strides[j] = other.stride(j);
+  }
+  p.len = p.sizes[p.dim];
+  return p;
+}
+
+at::Tensor indexTensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  auto plan = planAdvanced(self, indices);
+  auto dtype = movementDtype(self);
+  if (!plan || !dtype) {
+    torch::jit::Stack stack{self, indices};
+    boxedFallback("aten::index", "Tensor", stack);
+    return stack.back().toTensor();
+  }
+  at::Tensor out = at::empty(plan->walk_shape, self.options());
+  if (out.numel() > 0) {
+    IndexParams p = advancedWalk(*plan, out);
+    p.lines = static_cast<uint64_t>(out.numel());
+    dispatch(gatherKernels, *dtype, out, plan->self, plan->offsets, p, p.lines, /*scatter=*/false);
+  }
+  return out.view(plan->result_shape);
+}
+
+at::Tensor& indexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                         const at::Tensor& values, bool accumulate, bool unsafe) {
+  TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+  }
+  if (!accumulate) {
+    auto [use_fill, mask] = at::native::canDispatchToMaskedFill(self, indices, values);
+    if (use_fill) return self.masked_fill_(mask, values.item());
+  }
+  at::Tensor value = values;
+  if (value.device() != self.device() && value.numel() == 1 && value.dim() == 0) value = value.to(self.device());
+  at::assert_no_overlap(self, value);
+  for (const std::optional<at::Tensor> index : indices)
+    if (index.has_value()) at::assert_no_overlap(self, *index);
+  auto plan = planAdvanced(self, indices);
+  auto dtype = accumulate ? arithmeticDtype(self) : movementDtype(self);
+  if (!plan || !dtype) {
+    torch::jit::Stack stack{self, indices, values, accumulate, unsafe};
+    boxedFallback("aten::_index_put_impl_", "", stack);
+    return self;
+  }
+  TORCH_CHECK(value.scalar_type() == self.scalar_type(),
+                    "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
+                    " for the destination and ", value.scalar_type(), " for the source.");
+  TORCH_CHECK(at::is_expandable_to(value.sizes(), plan->result_shape), "shape mismatch: value tensor of shape ",
+                    value.sizes(), " cannot be broadcast to indexing result of shape ",
+                    c10::IntArrayRef(plan->result_shape));
+  const int64_t total = c10::multiply_integers(plan->walk_shape);
+  if (total == 0) return self;
+  at::Tensor walk_values = value.expand(plan->result_shape).reshape(plan->walk_shape);
+  IndexParams p = advancedWalk(*plan, walk_values);
+  p.mode = accumulate ? kSum : kAssign;
+  p.has_src = 1;
+  p.integral = at::isIntegralType(self.scalar_type(), true) ? 1 : 0;
+  p.lines = p.len == 0 ? 0 : static_cast<uint64_t>(total) / p.len;
+  dispatch(scatterKernels, *dtype, plan->self, walk_values, plan->offsets, p, p.lines, /*scatter=*/true);
+  return self;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gather", TORCH_FN(gatherFunctional));
   m.impl("gather.out", TORCH_FN(gatherOut));
@@ -492,6 +690,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_fill_.int_Scalar", TORCH_FN(indexFillScalar));
   m.impl("index_fill_.int_Tensor", TORCH_FN(indexFillTensor));
   m.impl("embedding_dense_backward", TORCH_FN(embeddingDenseBackward));
+  m.impl("index.Tensor", TORCH_FN(indexTensor));
+  m.impl("_index_put_impl_", TORCH_FN(indexPutImpl));
 }
 
 }  // namespace

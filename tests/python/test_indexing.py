@@ -262,3 +262,89 @@ def test_index_copy_and_index_fill(dtype):
     assert_native()
     same_error(lambda a, i, s: a.index_copy(1, i, s), x, torch.tensor([6, 0, 0]), src)
     same_error(lambda a, i: a.index_fill(1, i, 1), x, torch.tensor([6]))
+
+
+# ---- advanced indexing: index.Tensor, index_put_ ----
+
+def long_t(*v):
+    return torch.tensor(v, dtype=torch.long)
+
+
+@pytest.mark.parametrize("dtype", TYPES + [torch.float64])
+def test_advanced_index(dtype):
+    x = sample((4, 5, 6), dtype)
+    cases = [
+        lambda t, d: t[d(long_t(3, 0, -1, 3))],
+        lambda t, d: t[:, d(long_t(4, 1))],
+        lambda t, d: t[..., d(long_t(5, 0, 2))],
+        lambda t, d: t[d(long_t(0, 3)), d(long_t(1, 4))],  # paired
+        lambda t, d: t[d(long_t(0, 3)).view(2, 1), :, d(long_t(1, 4, 5))],  # broadcast, not adjacent
+        lambda t, d: t[:, d(long_t(2, 2).int())],
+        lambda t, d: t.transpose(0, 2)[d(long_t(1, 5))],  # non-contiguous self
+        lambda t, d: t[d(torch.empty(0, dtype=torch.long))],
+    ]
+    for case in cases:
+        assert_same(case(dev(x), dev), case(x, lambda i: i))
+    assert_native()
+
+
+def test_advanced_index_with_cpu_indices_and_masks():
+    x = sample((4, 5), torch.float32)
+    assert_same(dev(x)[long_t(1, 2)], x[long_t(1, 2)])  # CPU indices, as CUDA accepts
+    mask = x > 0
+    assert_same(dev(x)[dev(mask)], x[mask])  # masks go through nonzero
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32, torch.bool])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put(dtype, accumulate):
+    if dtype == torch.bool and accumulate:
+        pytest.skip("CPU sums bools with or")
+    x = sample((4, 5, 6), dtype)
+    vals = sample((3, 6), dtype, seed=2)
+    i0, i1 = long_t(3, 0, 3), long_t(1, -1, 1)  # a repeated pair: accumulate sums it
+    ref = x.clone().index_put_((i0, i1), vals, accumulate=accumulate)
+    got = dev(x).index_put_((dev(i0), dev(i1)), dev(vals), accumulate=accumulate)
+    assert_same(got, ref, rtol=1e-2, atol=1e-2)
+    # scalar value broadcast, one index on a middle dim, non-contiguous self
+    y = dev(x).transpose(0, 2)
+    y[:, dev(long_t(4, 0))] = dev(torch.tensor(True if dtype == torch.bool else 2).to(dtype))
+    ref2 = x.transpose(0, 2).clone()
+    ref2[:, long_t(4, 0)] = torch.tensor(True if dtype == torch.bool else 2).to(dtype)
+    assert_same(y, ref2)
+    assert_native()
+
+
+def test_index_put_repeated_indices_accumulate_in_order():
+    x = torch.zeros(3)
+    idx = torch.tensor([0, 2, 0, 0, 2])
+    v = torch.tensor([1e8, 1.0, 1.0, -1e8, 3.0])
+    ref = x.clone().index_put_((idx,), v, accumulate=True)
+    got = dev(x).index_put_((dev(idx),), dev(v), accumulate=True)
+    assert torch.equal(got.cpu(), ref)  # same order of additions as CPU
+    assert_native()
+
+
+def test_advanced_index_autograd():
+    x = sample((5, 4), torch.float32)
+    idx = long_t(1, 3, 1, 0)
+    xr, xd = x.clone().requires_grad_(), dev(x).requires_grad_()
+    go = sample((4, 4), torch.float32, seed=3)
+    xr[idx].backward(go)
+    xd[dev(idx)].backward(dev(go))
+    assert_same(xd.grad, xr.grad)
+    assert_native()
+
+
+def test_advanced_index_errors():
+    x = sample((4, 5), torch.float32)
+    same_error(lambda t, i: t[i], x, long_t(4))
+    same_error(lambda t, i: t[i], x, long_t(-5))
+    same_error(lambda t, i: t[:, i], x, long_t(5))
+    same_error(lambda t, i: t[i, i, i], x, long_t(0))
+    same_error(lambda t, i: t[i], x, torch.tensor([0.0]))
+    same_error(lambda t, i, j: t[i, j], x, long_t(0, 1), long_t(0, 1, 2))
+    same_error(lambda t, i, v: t.index_put_((i,), v), x, long_t(0, 1), torch.ones(2, 5, dtype=torch.float64))
+    same_error(lambda t, i, v: t.index_put_((i,), v), x, long_t(0, 1), torch.ones(3, 5))
+    same_error(lambda t, i, v: t.index_put_((i,), v, accumulate=True), x, long_t(9), torch.ones(5))
+    assert_same(dev(x)[dev(long_t(1))], x[long_t(1)])  # still usable
