@@ -332,6 +332,14 @@ void scatterImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, con
   if (!out.is_same(self)) out.copy_(self);
   const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   checkIndexValues(index, sizeOr1(self, d), d, IndexError::Bounds);
+  const bool narrow_float = out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16;
+  if (narrow_float && (mode == kSum || mode == kMean) && index.numel() > 0) {
+    // CPU's scatter_add/scatter_reduce sum half and bfloat16 in float and round once.
+    at::Tensor wide = out.to(at::kFloat);
+    scatterInto(wide, d, index, src.defined() ? src.to(at::kFloat) : src, value, mode, include_self);
+    out.copy_(wide);
+    return;
+  }
   scatterInto(out, d, index, src, value, mode, include_self);
 }
 
