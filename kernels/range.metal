@@ -11,7 +11,7 @@ struct RangeParams {
   ulong count;
 };
 
-// Through float for the floating types (the host keeps values below 2^24: exact).
+// Through float for the floating types (the host sends only values exact in T).
 template <typename T> inline T range_value(long v) { return T(v); }
 template <> inline float range_value<float>(long v) { return float(v); }
 template <> inline half range_value<half>(long v) { return half(float(v)); }

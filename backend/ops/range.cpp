@@ -2,10 +2,10 @@
 // index vectors) needs no CPU fallback.
 //
 // The output's size and every argument error come from torch's meta kernel of
-// arange.start_out, so they are CPU's. Ranges with integral start and step and values
-// below 2^24 are exact in every dtype and run on the device; other ranges (fractional
-// steps, whose rounding CPU does in double) and dtypes without a kernel run CPU's own
-// kernel through the fallback.
+// arange.start_out, so they are CPU's. Ranges with integral start and step whose values
+// are exact in the dtype (below 2^24 for float32, 2^11 half, 2^8 bfloat16) run on the
+// device; other ranges (fractional steps, values that round) and dtypes without a
+// kernel run CPU's own kernel through the fallback.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/Resize.h>
@@ -32,12 +32,21 @@ struct RangeParams {
 
 launch::KernelFamily arangeKernels("range_arange", launch::kNumberTypes);
 
-constexpr double kExactLimit = 16777216.0;  // 2^24: integers exact in float
+// Integers up to this are exact in the dtype, so no rounding (whose order CPU's
+// vectorised bfloat16/half paths decide) can happen.
+double exactLimit(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return 16777216.0;  // 2^24
+    case at::kHalf: return 2048.0;       // 2^11
+    case at::kBFloat16: return 256.0;    // 2^8
+    default: return 9007199254740992.0;  // 2^53: integer types, exact in int64
+  }
+}
 
-bool exactInteger(const at::Scalar& v) {
+bool exactInteger(const at::Scalar& v, double limit) {
   if (v.isBoolean() || v.isComplex()) return false;
   const double d = v.toDouble();
-  return std::isfinite(d) && d == std::floor(d) && std::abs(d) < kExactLimit;
+  return std::isfinite(d) && d == std::floor(d) && std::abs(d) <= limit;
 }
 
 at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
@@ -45,9 +54,9 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   at::Tensor shape = at::empty({0}, out.options().device(at::kMeta));
   at::arange_out(shape, start, end, step);
   const auto dtype = launch::storageDtype(out.scalar_type());
-  const bool native = dtype && arangeKernels.supports(*dtype) && exactInteger(start) && exactInteger(step) &&
-                      (!end.isFloatingPoint() || std::isfinite(end.toDouble())) &&
-                      std::abs(end.toDouble()) < kExactLimit;
+  const double limit = exactLimit(out.scalar_type());
+  const bool native = dtype && arangeKernels.supports(*dtype) && exactInteger(start, limit) &&
+                      exactInteger(step, limit) && !end.isComplex() && std::abs(end.toDouble()) <= limit;
   if (!native) {
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::arange", "start_out");
     torch::jit::Stack stack{start, end, step, out};

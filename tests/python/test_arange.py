@@ -15,7 +15,7 @@ def fresh_stats():
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.float32,
                                    torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("args", [(10,), (3, 17), (20, 2, -3), (-5, 5, 2), (4, 4), (0, 100, 7)])
+@pytest.mark.parametrize("args", [(10,), (3, 17), (20, 2, -3), (-5, 5, 2), (4, 4), (0, 100, 7), (0, 250, 3)])
 def test_arange_matches_cpu(dtype, args):
     if dtype == torch.uint8 and min(args) < 0:
         pytest.skip("negative values in uint8")
@@ -36,10 +36,12 @@ def test_default_dtype_out_and_float_bounds():
     assert torch.metalx.fallback_stats() == {}
 
 
-def test_fractional_ranges_match_cpu_through_its_kernel():
+def test_fractional_and_rounding_ranges_match_cpu_through_its_kernel():
     got = torch.arange(0, 1, 0.1, device=DEV)
     assert torch.equal(got.cpu(), torch.arange(0, 1, 0.1))
-    assert "aten::arange.start_out" in torch.metalx.fallback_stats()
+    big = torch.arange(10000, dtype=torch.bfloat16, device=DEV)  # values that round in bfloat16
+    assert torch.equal(big.cpu(), torch.arange(10000, dtype=torch.bfloat16))
+    assert torch.metalx.fallback_stats() == {"aten::arange.start_out": 2}
 
 
 def test_errors_match_cpu():
