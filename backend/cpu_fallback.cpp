@@ -317,19 +317,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 // Ops that would not reach the boxed fallback on their own: they have a
 // CompositeExplicitAutograd kernel, which PrivateUse1 uses when it has none of its own.
-// - native_layer_norm, native_group_norm, addr: the decompositions compute in the input's
-//   precision (half: a native_batch_norm then a rounded mul), where CPU's kernels
-//   accumulate in float; results would differ from CPU's.
+// - addr: the decomposition computes in the input's precision, where CPU's kernel
+//   accumulates in float; results would differ from CPU's.
 // - conj_physical_: its composite calls a DispatchStub for the tensor's device type,
 //   which has no metalx entry ("missing kernel").
-// - mse_loss, smooth_l1_loss: the structured wrapper would call the .out kernel with the
-//   reduced (0-dim) output, which CPU's out kernel uses as an elementwise scratch first:
-//   right values, but a "was resized" warning on every call.
 // - mode.values (torch.mode(x, out=...)): its composite refuses every device but CPU,
 //   CUDA and XPU ("mode only supports CPU, CUDA and XPU device type").
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "conj_physical_", "mse_loss",
-                         "smooth_l1_loss", "mode.values"})
+  for (const char* op : {"addr", "addr.out", "conj_physical_", "mode.values"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

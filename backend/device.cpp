@@ -26,7 +26,11 @@ c10::DeviceIndex deviceCount() noexcept {
 }
 
 void checkDeviceIndex(c10::DeviceIndex index) {
+  withTorchErrors([] { rt::checkNotForkedChild(); });  // before "0 devices available"
   const c10::DeviceIndex count = deviceCount();
+  // No devices because the runtime could not start (a bad METALSIM_*/METALX_* setting,
+  // a driver missing): that reason, not "0 devices".
+  if (count == 0) withTorchErrors([] { (void)rt::devices(); });
   TORCH_CHECK(index >= 0 && index < count, "metalx device ", static_cast<int>(index),
               " does not exist; ", static_cast<int>(count),
               count == 1 ? " device" : " devices", " available");

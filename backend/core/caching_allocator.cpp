@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "metalx/runtime/env.h"
+
 namespace metalx {
 namespace {
 
@@ -28,13 +30,7 @@ std::string bytes(uint64_t n) {
   return s.str();
 }
 
-double highWatermarkRatio() {
-  const char* v = std::getenv("METALX_HIGH_WATERMARK_RATIO");
-  if (!v || !*v) return 1.7;
-  char* end = nullptr;
-  double r = std::strtod(v, &end);
-  return (end && *end == '\0' && r > 0) ? r : 1.7;
-}
+double highWatermarkRatio() { return rt::env::number("METALX_HIGH_WATERMARK_RATIO", 1.7, 0.0); }
 
 }  // namespace
 

@@ -81,6 +81,7 @@ Stream& streamFromPool(int device_index) {
 }
 
 Stream& currentStream(int device_index) {
+  rt::checkNotForkedChild();
   if (device_index >= 0 && device_index < kMaxFastDevices)
     if (Stream* s = t_current[device_index]) return *s;
   return defaultStream(device_index);

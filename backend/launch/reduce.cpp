@@ -5,6 +5,7 @@
 
 #include "allocator.h"
 #include "core/stream_pool.h"
+#include "launch/dims.h"
 #include "launch/elementwise.h"
 
 namespace metalx::launch {
@@ -31,28 +32,6 @@ struct ReduceShape {
   uint64_t red_in[kMaxDims] = {};
   float f[4] = {};
 };
-
-struct Dim {
-  int64_t size;
-  int64_t in, out, idx;  // strides in elements
-};
-
-// Merges neighbours (innermost first) that walk memory as one dim.
-std::vector<Dim> coalesce(std::vector<Dim> dims) {
-  std::vector<Dim> merged;
-  for (const Dim& d : dims) {
-    if (d.size == 1) continue;
-    if (!merged.empty()) {
-      Dim& inner = merged.back();
-      if (d.in == inner.in * inner.size && d.out == inner.out * inner.size && d.idx == inner.idx * inner.size) {
-        inner.size *= d.size;
-        continue;
-      }
-    }
-    merged.push_back(d);
-  }
-  return merged;
-}
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -94,8 +73,8 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
   }
   // An arg reduction's index counts in the input's row-major order: its reduced dims
   // must not be merged out of order, which coalescing never does.
-  kept = coalesce(std::move(kept));
-  red = coalesce(std::move(red));
+  kept = coalesce(kept);
+  red = coalesce(red);
   if (kept.size() > kMaxDims || red.size() > kMaxDims) return false;
 
   ReduceShape s;

@@ -3,30 +3,40 @@
 // A fill writes one bit pattern to every element, so the kernel only needs the element
 // size: kernels/fill.metal's 1, 2, 4 and 8-byte instantiations serve every dtype of
 // those sizes, float64 and complex64 included, without any double arithmetic on the
-// device. Tensors whose elements are not one dense range (gaps, overlaps) and 16-byte
-// dtypes run on the CPU through the fallback until the strided kernels cover them.
+// device. A view with gaps fills one element and broadcasts it with the strided copy
+// kernel; a broadcast (expanded) tensor fills the elements it has. Other overlapping
+// views (as_strided) and 16-byte dtypes run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstring>
-#include <mutex>
+#include <utility>
+#include <vector>
+#include <optional>
 
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "fallback_report.h"
+#include "launch/kernel_table.h"
 
 namespace metalx {
 namespace {
 
-const char* fillKernelFor(size_t element_size) {
+// A fill writes bit patterns: kernels/fill.metal has one kernel per element size, named
+// as the launch layer names them (fill_dense_<uchar|short|int|long>).
+launch::KernelFamily fill_kernels{"fill", {kernels::DType::UInt8, kernels::DType::Int16, kernels::DType::Int32,
+                                           kernels::DType::Int64}};
+
+std::optional<kernels::DType> patternDtype(size_t element_size) {
   switch (element_size) {
-    case 1: return "fill_dense_uchar";
-    case 2: return "fill_dense_short";
-    case 4: return "fill_dense_int";
-    case 8: return "fill_dense_long";
-    default: return nullptr;
+    case 1: return kernels::DType::UInt8;
+    case 2: return kernels::DType::Int16;
+    case 4: return kernels::DType::Int32;
+    case 8: return kernels::DType::Int64;
+    default: return std::nullopt;
   }
 }
 
@@ -49,22 +59,6 @@ uint64_t valueBits(const at::Tensor& self, const at::Scalar& value) {
   return pattern;
 }
 
-// The fill pipelines of a stream's device, looked up once: a fill is the most frequent
-// small op, and its per-call cost is what a user's loop of small ops pays.
-const rt::ComputePipelinePtr& fillPipeline(Stream& stream, size_t element_size) {
-  struct Pipelines {
-    std::once_flag once;
-    rt::ComputePipelinePtr by_size[9];
-  };
-  static Pipelines per_device[64];
-  TORCH_CHECK(stream.deviceIndex() < 64, "metalx supports at most 64 devices");
-  Pipelines& p = per_device[stream.deviceIndex()];
-  std::call_once(p.once, [&] {
-    for (size_t size : {1, 2, 4, 8}) p.by_size[size] = stream.pipelines().builtin(fillKernelFor(size));
-  });
-  return p.by_size[element_size];
-}
-
 void fallbackFill(at::Tensor& self, const at::Scalar& value) {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill_", "Scalar");
   reportFallback(op.operator_name());
@@ -72,11 +66,53 @@ void fallbackFill(at::Tensor& self, const at::Scalar& value) {
   at::native::cpu_fallback(op, &stack);
 }
 
+// Whether no two elements share memory: with dims sorted by stride, each stride passes
+// the furthest element of the smaller dims (sufficient, and exact for views made by
+// slicing, transposing and stepping). torch's has_internal_overlap calls such views
+// "too hard".
+bool elementsAreDistinct(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // furthest element offset of the dims so far
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return false;
+    reach += stride * (size - 1);
+  }
+  return true;
+}
+
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
-  const char* kernel = fillKernelFor(self.element_size());
-  if (!kernel || !self.is_non_overlapping_and_dense()) {
+  const std::optional<kernels::DType> pattern_dtype = patternDtype(self.element_size());
+  if (!pattern_dtype) {  // 16-byte dtypes
     fallbackFill(self, value);
+    return self;
+  }
+  if (!self.is_non_overlapping_and_dense()) {
+    // Broadcast dims (stride 0) hold one element: fill that one.
+    at::Tensor target = self;
+    bool broadcast = false;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (self.stride(d) == 0 && self.size(d) > 1) {
+        target = target.narrow(d, 0, 1);
+        broadcast = true;
+      }
+    }
+    if (broadcast) {
+      fillScalar(target, value);
+      return self;
+    }
+    // Elements that overlap otherwise (as_strided views) are rare enough for the CPU.
+    if (!elementsAreDistinct(self)) {
+      fallbackFill(self, value);
+      return self;
+    }
+    // A view with gaps: fill one element, then the strided copy kernel broadcasts it.
+    at::Tensor one = at::empty({}, self.options());
+    fillScalar(one, value);
+    self.copy_(one.expand(self.sizes()));
     return self;
   }
   const uint64_t pattern = valueBits(self, value);
@@ -86,7 +122,7 @@ at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   auto [buffer, offset] = bufferFor(self);
   const uint64_t count = static_cast<uint64_t>(self.numel());
   Stream& stream = currentStream(self.device().index());
-  const rt::ComputePipelinePtr& pipeline = fillPipeline(stream, self.element_size());
+  const rt::ComputePipelinePtr& pipeline = fill_kernels.pipeline(stream, launch::Variant::Dense, *pattern_dtype);
   // Enough threads to fill the machine, each striding over the rest.
   const uint64_t threads = std::min<uint64_t>(count, 256ull * 4096);
   stream.encodeCompute([&](rt::ComputeEncoder& e) {

@@ -1,5 +1,5 @@
 """fill_ / zero_ run as metalx kernels for dense tensors of every dtype, with CPU's
-value conversions; non-dense tensors still get the right result (CPU fallback)."""
+value conversions; views with gaps natively, overlapping tensors through the CPU fallback."""
 
 import pytest
 import torch
@@ -58,13 +58,37 @@ def test_offset_view_fills_only_its_elements():
     assert torch.equal(base.cpu(), expected)
 
 
-def test_non_dense_view_falls_back_and_is_correct():
-    base = torch.zeros(4, 6, dtype=torch.float64, device="metalx")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.int8, torch.bool])
+def test_non_dense_view_is_native(dtype):
+    base = torch.zeros(4, 6, dtype=dtype, device="metalx")
     torch.metalx.reset_fallback_stats()
-    base[:, ::2].fill_(2.0)  # gaps: not one dense range
-    expected = torch.zeros(4, 6, dtype=torch.float64)
-    expected[:, ::2] = 2.0
+    base[:, ::2].fill_(1)  # gaps: one element filled, then broadcast by the strided copy
+    base.t()[1:3, 1].zero_()
+    expected = torch.zeros(4, 6, dtype=dtype)
+    expected[:, ::2] = 1
+    expected.t()[1:3, 1] = 0
     assert torch.equal(base.cpu(), expected)
+    assert torch.metalx.fallback_stats() == {}
+
+
+def test_broadcast_tensor_fills_its_elements_natively():
+    base = torch.zeros(3, 1, device="metalx")
+    torch.metalx.reset_fallback_stats()
+    base.expand(3, 4).fill_(2.0)  # every column is the same memory
+    assert torch.equal(base.cpu(), torch.full((3, 1), 2.0))
+    strided = torch.zeros(5, device="metalx")
+    strided[::2].unsqueeze(1).expand(3, 4).zero_()
+    strided[::2].unsqueeze(1).expand(3, 4).fill_(1.5)
+    assert torch.equal(strided.cpu(), torch.tensor([1.5, 0, 1.5, 0, 1.5]))
+    assert torch.metalx.fallback_stats() == {}
+
+
+def test_other_overlapping_views_fall_back_and_are_correct():
+    base = torch.zeros(6, device="metalx")
+    torch.metalx.reset_fallback_stats()
+    view = base.as_strided((3, 3), (1, 1))  # rows overlap by two elements
+    view.fill_(4.0)  # CPU allows it: every alias gets the value
+    assert torch.equal(base.cpu(), torch.tensor([4.0, 4, 4, 4, 4, 0]))
     assert torch.metalx.fallback_stats().get("aten::fill_.Scalar") == 1
 
 

@@ -1,6 +1,9 @@
 // Driver selection: which implementation of the interface this process uses.
 #include "metalx/runtime/driver.h"
 
+#include "metalx/runtime/env.h"
+
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -26,11 +29,7 @@ struct Selection {
 };
 
 Selection select() {
-  const char* requested = std::getenv("METALX_DRIVER");
-  std::string want = requested ? requested : "";
-  if (!want.empty() && want != "sim" && want != "metal")
-    throw Error(ErrorKind::NotFound, "METALX_DRIVER='" + want +
-                                         "' is not a driver; use 'metal' or 'sim'");
+  const std::string want = env::choice("METALX_DRIVER", "", {"metal", "sim"});
 #if METALX_HAVE_METAL
   if (want.empty() || want == "metal") {
     auto found = metal::openDevices();
@@ -50,15 +49,40 @@ Selection select() {
                   ")");
 }
 
+void markForkedChild() { detail::forked_child.store(true, std::memory_order_relaxed); }
+
 Selection& selection() {
-  static Selection chosen = select();
+  static Selection chosen = [] {
+    Selection s = select();
+    // From now on a fork()ed child inherits devices whose threads it does not have.
+    pthread_atfork(nullptr, nullptr, &markForkedChild);
+    return s;
+  }();
   return chosen;
 }
 
 }  // namespace
 
-const std::string& driverName() { return selection().name; }
-const std::vector<DevicePtr>& devices() { return selection().devices; }
+namespace detail {
+std::atomic<bool> forked_child{false};
+}  // namespace detail
+
+void throwForkedChild() {
+  throw Error(ErrorKind::Unsupported,
+              "metalx cannot be used in a forked subprocess: the parent process had initialised it, and its "
+              "device threads do not exist in the child. Use the 'spawn' start method "
+              "(multiprocessing.set_start_method('spawn') or DataLoader(multiprocessing_context='spawn')), "
+              "or create metalx tensors only after the fork");
+}
+
+const std::string& driverName() {
+  checkNotForkedChild();
+  return selection().name;
+}
+const std::vector<DevicePtr>& devices() {
+  checkNotForkedChild();
+  return selection().devices;
+}
 
 Device& device(int index) {
   auto& all = devices();

@@ -1,27 +1,17 @@
 // Bounded caches of pipelines and run-time compiled libraries (see pipeline_cache.h).
 #include "metalx/runtime/pipeline_cache.h"
 
-#include <cstdlib>
+#include "metalx/runtime/env.h"
+
 #include <functional>
 
 namespace metalx::rt {
-namespace {
-
-size_t envSize(const char* name, size_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  return (end && *end == '\0' && n > 0) ? static_cast<size_t>(n) : fallback;
-}
-
-}  // namespace
 
 PipelineCache::PipelineCache(Device& device)
     : device_(device),
       builtin_(device.builtinLibrary()),
-      pipelines_(envSize("METALX_PIPELINE_CACHE_SIZE", 512)),
-      libraries_(envSize("METALX_LIBRARY_CACHE_SIZE", 64)) {}
+      pipelines_(static_cast<size_t>(env::integer("METALX_PIPELINE_CACHE_SIZE", 512, 1))),
+      libraries_(static_cast<size_t>(env::integer("METALX_LIBRARY_CACHE_SIZE", 64, 1))) {}
 
 ComputePipelinePtr PipelineCache::builtin(const std::string& function_name) {
   return get(builtin_, function_name);
