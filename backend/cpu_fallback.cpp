@@ -319,13 +319,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // CompositeExplicitAutograd kernel, which PrivateUse1 uses when it has none of its own.
 // - conj_physical_: its composite calls a DispatchStub for the tensor's device type,
 //   which has no metalx entry ("missing kernel").
-// - index.Tensor: the structured wrapper runs index's meta function, then the .out
-//   kernel runs it again on the CPU: a uint8 mask warned "indexing with dtype
-//   torch.uint8 is now deprecated" twice per mask where CPU and CUDA warn once.
 // - mode.values (torch.mode(x, out=...)): its composite refuses every device but CPU,
 //   CUDA and XPU ("mode only supports CPU, CUDA and XPU device type").
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* op : {"conj_physical_", "index.Tensor", "mode.values"})
+  for (const char* op : {"conj_physical_", "mode.values"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 

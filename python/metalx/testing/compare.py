@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from metalx.testing import coverage
 
@@ -81,8 +82,23 @@ def sample_pair(cpu_sample, device, op_name=""):
     return _retarget(cpu_sample, device, keep_args_on_cpu=op_name in _CPU_ARGS), cpu_sample
 
 
+class _SeededOpWatch(TorchDispatchMode):
+    """Records whether an aten op that draws random numbers (tag nondeterministic_seeded) ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.seen = True
+        return func(*args, **(kwargs or {}))
+
+
 def cpu_is_random(fn) -> bool:
-    """True if fn() (on CPU) changes with the RNG seed, i.e. it samples randomness.
+    """True if fn() (on CPU) samples randomness: it changes with the RNG seed, or it
+    draws from the RNG while seeding it itself (OpInfo wraps dropout, randn, ... in
+    wrapper_set_seed, so two CPU runs agree while the device's RNG gives other numbers).
 
     Only asked after a mismatch, so deterministic ops pay nothing: the device and CPU
     RNG streams differ by design, so random outputs cannot be compared elementwise.
@@ -93,11 +109,13 @@ def cpu_is_random(fn) -> bool:
         a = fn()
         torch.manual_seed(1)
         b = fn()
+        with _SeededOpWatch() as watch:
+            fn()
     finally:
         torch.set_rng_state(state)
     try:
         torch.testing.assert_close(a, b, equal_nan=True)
-        return False
+        return watch.seen
     except Exception:
         return True
 

@@ -1,0 +1,89 @@
+// arange on the device (kernels/range.metal), so torch.arange(n, device=...) (positions,
+// index vectors) needs no CPU fallback.
+//
+// The output's size and every argument error come from torch's meta kernel of
+// arange.start_out, so they are CPU's. Ranges with integral start and step whose values
+// are exact in the dtype (below 2^24 for float32, 2^11 half, 2^8 bfloat16) run on the
+// device; other ranges (fractional steps, values that round) and dtypes without a
+// kernel run CPU's own kernel through the fallback.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "allocator.h"
+#include "core/stream_pool.h"
+#include "cpu_fallback.h"
+#include "launch/kernel_table.h"
+#include "launch/torch_dtype.h"
+
+namespace metalx {
+namespace {
+
+// Mirrors kernels/range.metal's RangeParams.
+struct RangeParams {
+  int64_t start;
+  int64_t step;
+  uint64_t count;
+};
+
+launch::KernelFamily arangeKernels("range_arange", launch::kNumberTypes);
+
+// Integers up to this are exact in the dtype, so no rounding (whose order CPU's
+// vectorised bfloat16/half paths decide) can happen.
+double exactLimit(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return 16777216.0;  // 2^24
+    case at::kHalf: return 2048.0;       // 2^11
+    case at::kBFloat16: return 256.0;    // 2^8
+    default: return 9007199254740992.0;  // 2^53: integer types, exact in int64
+  }
+}
+
+bool exactInteger(const at::Scalar& v, double limit) {
+  if (v.isBoolean() || v.isComplex()) return false;
+  const double d = v.toDouble();
+  return std::isfinite(d) && d == std::floor(d) && std::abs(d) <= limit;
+}
+
+at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  // The size (and CPU's errors: zero step, inconsistent bounds, non-finite values).
+  at::Tensor shape = at::empty({0}, out.options().device(at::kMeta));
+  at::arange_out(shape, start, end, step);
+  const auto dtype = launch::storageDtype(out.scalar_type());
+  const double limit = exactLimit(out.scalar_type());
+  const bool native = dtype && arangeKernels.supports(*dtype) && exactInteger(start, limit) &&
+                      exactInteger(step, limit) && !end.isComplex() && std::abs(end.toDouble()) <= limit;
+  if (!native) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::arange", "start_out");
+    torch::jit::Stack stack{start, end, step, out};
+    cpuFallback(op, &stack);
+    return out;
+  }
+  at::native::resize_output(out, shape.sizes());
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  at::Tensor dense = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+  RangeParams p{static_cast<int64_t>(start.toDouble()), static_cast<int64_t>(step.toDouble()),
+                static_cast<uint64_t>(n)};
+  Stream& stream = currentStream(dense.device().index());
+  const rt::ComputePipelinePtr& pipeline = arangeKernels.pipeline(stream, launch::Variant::Plain, *dtype);
+  auto [buffer, offset] = bufferFor(dense);
+  const uint64_t threads = std::min<uint64_t>(static_cast<uint64_t>(n), 256ull * 1024);
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    e.setComputePipeline(pipeline);
+    e.setBuffer(buffer, offset, 0);
+    e.setBytes(&p, sizeof p, 1);
+    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
+  });
+  if (!dense.is_same(out)) out.copy_(dense);
+  return out;
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("arange.start_out", TORCH_FN(arangeOut)); }
+
+}  // namespace
+}  // namespace metalx

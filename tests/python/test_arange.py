@@ -1,0 +1,53 @@
+"""arange on the device (backend/ops/range.cpp) against CPU torch: dtypes, negative
+steps, empty ranges, out=, CPU's errors, and fractional ranges on CPU's kernel."""
+
+import pytest
+import torch
+
+DEV = "metalx"
+
+
+@pytest.fixture(autouse=True)
+def fresh_stats():
+    torch.metalx.reset_fallback_stats()
+    yield
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.float32,
+                                   torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("args", [(10,), (3, 17), (20, 2, -3), (-5, 5, 2), (4, 4), (0, 100, 7), (0, 250, 3)])
+def test_arange_matches_cpu(dtype, args):
+    if dtype == torch.uint8 and min(args) < 0:
+        pytest.skip("negative values in uint8")
+    got = torch.arange(*args, dtype=dtype, device=DEV)
+    ref = torch.arange(*args, dtype=dtype)
+    assert got.device.type == DEV and got.dtype == ref.dtype
+    assert torch.equal(got.cpu(), ref)
+    assert torch.metalx.fallback_stats() == {}
+
+
+def test_default_dtype_out_and_float_bounds():
+    assert torch.equal(torch.arange(5, device=DEV).cpu(), torch.arange(5))
+    assert torch.equal(torch.arange(0.0, 6.0, 2.0, device=DEV).cpu(), torch.arange(0.0, 6.0, 2.0))
+    assert torch.equal(torch.arange(0, 5.5, device=DEV).cpu(), torch.arange(0, 5.5))
+    out = torch.empty(0, device=DEV, dtype=torch.int32)
+    torch.arange(2, 9, out=out)
+    assert torch.equal(out.cpu(), torch.arange(2, 9, dtype=torch.int32))
+    assert torch.metalx.fallback_stats() == {}
+
+
+def test_fractional_and_rounding_ranges_match_cpu_through_its_kernel():
+    got = torch.arange(0, 1, 0.1, device=DEV)
+    assert torch.equal(got.cpu(), torch.arange(0, 1, 0.1))
+    big = torch.arange(10000, dtype=torch.bfloat16, device=DEV)  # values that round in bfloat16
+    assert torch.equal(big.cpu(), torch.arange(10000, dtype=torch.bfloat16))
+    assert torch.metalx.fallback_stats() == {"aten::arange.start_out": 2}
+
+
+def test_errors_match_cpu():
+    for args in [(0, 10, 0), (0, 10, -1), (0, float("inf"))]:
+        with pytest.raises(RuntimeError) as cpu:
+            torch.arange(*args)
+        with pytest.raises(RuntimeError) as got:
+            torch.arange(*args, device=DEV)
+        assert str(got.value) == str(cpu.value)
