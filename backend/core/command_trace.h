@@ -35,10 +35,15 @@ bool enabled();
 // Starts a new trace (dropping anything not taken); tracing sessions do not nest.
 void start();
 void stop();
-// The commands completed since start(), oldest first; clears them.
+// The commands completed since start(), oldest first; clears them. Waits for the
+// completion handlers of traced commands still running: a stream's synchronize() can
+// return once its own handler has run, before a later handler has recorded.
 std::vector<TracedCommand> take();
-// Called by streams when a traced command buffer completes.
+// Streams call expect() when they add a traced command's completion handler, and the
+// handler calls record() (completed) or discard() (failed).
+void expect();
 void record(TracedCommand command);
+void discard();
 
 void pushCorrelation(uint64_t id);
 void popCorrelation();

@@ -169,9 +169,10 @@ void Stream::beginTracedCommand() {
 void Stream::endTracedCommand(const std::string& name, CommandKind kind, uint64_t bytes) {
   --tracing_depth_;
   endCompute();
+  command_trace::expect();
   commandBuffer().addCompletedHandler([name, kind, bytes, device = device_index_, stream = id_,
                                        correlation = command_trace::currentCorrelation()](rt::CommandBuffer& done) {
-    if (done.status() != rt::CommandBufferStatus::Completed) return;
+    if (done.status() != rt::CommandBufferStatus::Completed) return command_trace::discard();
     command_trace::record(TracedCommand{name, kind, device, stream, done.gpuStartTime(), done.gpuEndTime(),
                                         systemSeconds(), correlation, bytes});
   });

@@ -48,4 +48,4 @@ def test_the_avx512_build_by_name_matches_cpu():
 def test_an_unknown_level_is_a_clear_error():
     r = run_with("x86-64-v9")
     assert r.returncode != 0
-    assert "METALSIM_KERNEL_ISA must be auto, baseline, x86-64-v3 or x86-64-v4, not 'x86-64-v9'" in r.stderr
+    assert "METALSIM_KERNEL_ISA must be one of auto, baseline, x86-64-v3, x86-64-v4, not 'x86-64-v9'" in r.stderr

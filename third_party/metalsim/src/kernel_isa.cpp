@@ -73,9 +73,7 @@ KernelIsaChoice chooseKernelIsa(kabi::RegisterFn baseline, kabi::RegisterFn x86_
                               "METALSIM_KERNEL_ISA=" + want + ", but this CPU (or OS) does not support " + want);
     return {l.entry, l.name};
   }
-  if (want != "auto")
-    throw metalx::rt::Error(metalx::rt::ErrorKind::Validation,
-                            "METALSIM_KERNEL_ISA must be auto, baseline, x86-64-v3 or x86-64-v4, not '" + want + "'");
+  // config() accepted only auto past this point (metalx/runtime/env.h).
   for (const Level& l : levels)
     if (l.entry && l.cpu_supports()) return {l.entry, l.name};
   return {baseline, "baseline"};
