@@ -9,7 +9,7 @@
 // memory as float (half and bfloat convert once here, so products accumulate in
 // float32, as CPU's do), then each SIMD group multiplies its share with
 // simdgroup_multiply_accumulate over 8x8 fragments held in registers across the whole
-// K loop. The epilogue stores the fragments to threadgroup memory (reused) and every
+// K loop (summed in chunks of K, see below). The epilogue stores the fragments to threadgroup memory (reused) and every
 // thread writes its elements with alpha, beta and the bias, rounding once to T.
 // Grid: x = column blocks, y = row blocks, z = batches (1 when the batches are summed
 // into one C, addbmm: p.reduce_batches > 1).
@@ -54,6 +54,7 @@ struct MatmulParams {
 #define MM_SGN 2
 #define MM_THREADS 128
 #endif
+#define MM_CHUNK_K 256  // K summed per partial sum (a multiple of MM_BK)
 #define MM_TM (MM_BM / MM_SGM / 8)  // fragments per SIMD group, down
 #define MM_TN (MM_BN / MM_SGN / 8)  // and across
 #define MM_STAGE (MM_BM * MM_BK + MM_BK * MM_BN)
@@ -110,9 +111,18 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   const long m0 = long(group.y) * MM_BM, n0 = long(group.x) * MM_BN;
   const int sm = int(sg) / MM_SGN * (MM_TM * 8), sn = int(sg) % MM_SGN * (MM_TN * 8);
 
-  simdgroup_float8x8 acc[MM_TM][MM_TN];
+  // Products are summed into `part` over MM_CHUNK_K of K, then `part` into `acc`: a
+  // two-level sum, whose rounding error grows like sqrt(chunk) + sqrt(K / chunk) instead
+  // of sqrt(K) for one running sum, so that long K stays as close to the exact result as
+  // CPU BLAS's blocked sums are. Matrices add through a multiply by the identity (MSL has
+  // no matrix add); one per chunk costs 8 / MM_CHUNK_K of the multiplies.
+  simdgroup_float8x8 acc[MM_TM][MM_TN], part[MM_TM][MM_TN];
+  simdgroup_float8x8 identity(1.0f);
   for (int i = 0; i < MM_TM; ++i)
-    for (int j = 0; j < MM_TN; ++j) acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    for (int j = 0; j < MM_TN; ++j) {
+      acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+      part[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    }
 
   if (p.alpha != 0.0f) {
     for (long b = 0; b < p.reduce_batches; ++b) {
@@ -128,9 +138,16 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
           for (int i = 0; i < MM_TM; ++i) simdgroup_load(fa[i], As + (sm + i * 8) * MM_BK + kk, MM_BK);
           for (int j = 0; j < MM_TN; ++j) simdgroup_load(fb[j], Bs + kk * MM_BN + sn + j * 8, MM_BN);
           for (int i = 0; i < MM_TM; ++i)
-            for (int j = 0; j < MM_TN; ++j) simdgroup_multiply_accumulate(acc[i][j], fa[i], fb[j], acc[i][j]);
+            for (int j = 0; j < MM_TN; ++j) simdgroup_multiply_accumulate(part[i][j], fa[i], fb[j], part[i][j]);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
+        if ((k0 + MM_BK) % MM_CHUNK_K == 0 || k0 + MM_BK >= p.K) {
+          for (int i = 0; i < MM_TM; ++i)
+            for (int j = 0; j < MM_TN; ++j) {
+              simdgroup_multiply_accumulate(acc[i][j], identity, part[i][j], acc[i][j]);
+              part[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+            }
+        }
       }
     }
   }
