@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <chrono>
 #include <limits>
 
 #include "core/stream_pool.h"
@@ -74,6 +75,21 @@ void synchronizeDevice(c10::DeviceIndex index) {
 void synchronizeCurrentStream(c10::DeviceIndex index) {
   checkDeviceIndex(index);
   withTorchErrors([&] { currentStream(index).synchronize(); });
+}
+
+bool synchronizeDevicePolling(c10::DeviceIndex index, const std::function<bool()>& keep_waiting) {
+  checkDeviceIndex(index);
+  return withTorchErrors([&] { return synchronizeAllStreamsPolling(index, keep_waiting); });
+}
+
+bool synchronizeStreamPolling(const c10::Stream& stream, const std::function<bool()>& keep_waiting) {
+  Stream& s = streamFor(stream);
+  return withTorchErrors([&] {
+    while (!s.waitAllFor(std::chrono::milliseconds(50)))
+      if (!keep_waiting()) return false;
+    s.synchronize();
+    return true;
+  });
 }
 
 Stream& streamFor(const c10::Stream& stream) {

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 
 namespace metalx::rt {
@@ -66,6 +67,13 @@ void synchronizeDevice(c10::DeviceIndex index);
 // before it reads or writes device memory on that stream's behalf (item(), CPU
 // fallback, blocking copies), as CUDA synchronises the current stream there.
 void synchronizeCurrentStream(c10::DeviceIndex index);
+
+// synchronizeDevice and a stream's synchronize for the Python API: they wait in slices
+// of 50 ms and ask `keep_waiting` after each unfinished one; when it says no (Ctrl-C),
+// they return false at once, the work keeps running, and a later synchronize waits for
+// it and reports its failures. True when everything completed (failures thrown).
+bool synchronizeDevicePolling(c10::DeviceIndex index, const std::function<bool()>& keep_waiting);
+bool synchronizeStreamPolling(const c10::Stream& stream, const std::function<bool()>& keep_waiting);
 
 // The metalx stream behind a torch stream; a c10::Error for a stream of another
 // device type, a bad device or an unknown id.

@@ -34,6 +34,14 @@ namespace {
 
 c10::DeviceIndex toIndex(int64_t index) { return toDeviceIndex(index); }
 
+// Between the slices of a long wait: runs Python's signal handlers (with the GIL). A
+// handler that raised (KeyboardInterrupt) leaves its exception set on this thread and
+// the wait stops.
+bool pythonSignalsAllowWaiting() {
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() == 0;
+}
+
 // (byte offset of the tensor's data in its buffer, buffer length): lets tests check
 // bufferFor() on views.
 std::tuple<size_t, size_t> bufferInfo(const at::Tensor& tensor) {
@@ -105,10 +113,29 @@ PYBIND11_MODULE(_C, m) {
       return static_cast<int>(previous);
     });
   });
+  // Waits without the GIL, in slices, taking it back between slices to run Python's
+  // signal handlers: Ctrl-C during a long synchronize raises KeyboardInterrupt (the
+  // device work keeps running; a later synchronize waits for it).
   m.def("synchronize", [](int64_t index) {
     translated([&] {
-      py::gil_scoped_release no_gil;
-      synchronizeDevice(toIndex(index));
+      const c10::DeviceIndex device = toIndex(index);
+      bool done;
+      {
+        py::gil_scoped_release no_gil;
+        done = synchronizeDevicePolling(device, pythonSignalsAllowWaiting);
+      }
+      if (!done) throw py::error_already_set();
+    });
+  });
+  m.def("_stream_synchronize", [](int64_t stream_id, int64_t index) {
+    translated([&] {
+      const c10::Stream stream = c10::Stream::unpack3(stream_id, toIndex(index), c10::DeviceType::PrivateUse1);
+      bool done;
+      {
+        py::gil_scoped_release no_gil;
+        done = synchronizeStreamPolling(stream, pythonSignalsAllowWaiting);
+      }
+      if (!done) throw py::error_already_set();
     });
   });
   m.def("default_generator", [](int64_t index) {

@@ -280,6 +280,18 @@ void Stream::synchronize() {
   if (!error.empty()) throw std::runtime_error("metalx: GPU work failed: " + error);
 }
 
+bool Stream::waitAllFor(std::chrono::milliseconds timeout) {
+  uint64_t target;
+  {
+    std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
+    commitLocked();
+    target = last_committed_;
+  }
+  std::unique_lock<std::mutex> lock(completion_mutex_);
+  return completed_cv_.wait_for(lock, timeout,
+                                [&] { return completed_->load(std::memory_order_acquire) >= target; });
+}
+
 bool Stream::query() {
   uint64_t target;
   {
@@ -311,6 +323,7 @@ void Stream::completed(uint64_t sequence, const std::string& error) {
     for (auto it = waiting_.begin(); it != end; ++it) ready.push_back(std::move(it->second));
     waiting_.erase(waiting_.begin(), end);
   }
+  completed_cv_.notify_all();
   for (auto& fn : ready) fn();
 }
 

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -78,6 +80,10 @@ class Stream {
   // Commits and waits until everything encoded so far has completed. Throws
   // std::runtime_error with the first failure since the last synchronize().
   void synchronize();
+  // Commits, then waits at most `timeout` for everything encoded so far to complete;
+  // true when it has. For waits the host must be able to interrupt (Ctrl-C): the caller
+  // loops, checking for an interrupt between slices, then calls synchronize().
+  bool waitAllFor(std::chrono::milliseconds timeout);
   // True when everything encoded so far has completed (commits pending work first, so
   // polling makes progress, as cudaStreamQuery does).
   bool query();
@@ -121,6 +127,7 @@ class Stream {
 
   std::shared_ptr<std::atomic<uint64_t>> completed_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::mutex completion_mutex_;
+  std::condition_variable completed_cv_;  // notified as command buffers complete
   std::multimap<uint64_t, std::function<void()>> waiting_;  // sequence -> callbacks
   std::string first_error_;
 };

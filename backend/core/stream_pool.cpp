@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -115,6 +116,16 @@ void synchronizeAllStreams(int device_index) {
     }
   });
   if (!first_error.empty()) throw std::runtime_error(first_error);
+}
+
+bool synchronizeAllStreamsPolling(int device_index, const std::function<bool()>& keep_waiting) {
+  bool stopped = false;
+  forEachStream(device_index, [&](Stream& s) {
+    while (!stopped && !s.waitAllFor(std::chrono::milliseconds(50))) stopped = !keep_waiting();
+  });
+  if (stopped) return false;
+  synchronizeAllStreams(device_index);  // everything has completed: this reports failures
+  return true;
 }
 
 rt::PipelineCache& devicePipelines(int device_index) {

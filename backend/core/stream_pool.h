@@ -34,6 +34,10 @@ Stream& setCurrentStream(Stream& stream);
 void forEachStream(int device_index, const std::function<void(Stream&)>& fn);
 // Waits for every stream of the device; throws the first failure found.
 void synchronizeAllStreams(int device_index);
+// synchronizeAllStreams, waiting in slices and asking `keep_waiting` after each slice
+// that did not finish; false (at once) when it said no, e.g. on Ctrl-C: the work keeps
+// running and a later synchronize waits for it.
+bool synchronizeAllStreamsPolling(int device_index, const std::function<bool()>& keep_waiting);
 
 rt::PipelineCache& devicePipelines(int device_index);
 

@@ -15,6 +15,7 @@ torch.accelerator.current_stream() work as well, through the same backend.
 
 import torch
 
+from metalx import _C
 from metalx._device import _device_index
 from metalx._lazy_init import _lazy_init
 
@@ -42,6 +43,11 @@ class Stream(torch.Stream):
         """Work submitted to this stream from now on waits for all work submitted to
         `stream` so far."""
         self.wait_event(stream.record_event())
+
+    def synchronize(self) -> None:
+        """Waits until all work submitted to this stream has finished. Ctrl-C interrupts
+        the wait (KeyboardInterrupt); the work keeps running."""
+        _C._stream_synchronize(self.stream_id, self.device_index)
 
     def record_event(self, event=None):
         """Records `event` (a new Event if None) on this stream and returns it."""
