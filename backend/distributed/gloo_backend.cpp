@@ -37,7 +37,11 @@ c10::intrusive_ptr<c10d::Work> run(int rank, OpType op, const TensorList& touche
 }  // namespace
 
 GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Backend> gloo)
-    : c10d::Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {}
+    : c10d::Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {
+  // Attached after torch named the group: ProcessGroup::getGroupName reads a backend's uid.
+  c10d::Backend::setGroupUid(gloo_->getGroupUid());
+  setGroupDesc(gloo_->getGroupDesc());
+}
 
 const std::string GlooBackend::getBackendName() const { return gloo_->getBackendName(); }
 
