@@ -17,6 +17,7 @@
 #include "extension_api.h"
 #include "generator.h"
 #include "pinned_memory.h"
+#include "python_distributed.h"
 #include "python_errors.h"
 #include "python_memory.h"
 #include "shader_library.h"
@@ -187,5 +188,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_info", [](int64_t index) { return translated([&] { return deviceInfo(toIndex(index)); }); });
   registerShaderBindings(m);
   registerMemoryBindings(m);
+  registerDistributedBindings(m);  // torch.distributed through Gloo (python/metalx/distributed/)
   registerExtensionApi(m);  // metalx/extension.h reaches metalx through it
 }

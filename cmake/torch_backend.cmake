@@ -49,7 +49,8 @@ else()
   set(_metalx_origin "$ORIGIN")
 endif()
 file(GLOB METALX_TORCH_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/backend/*.cpp
-     ${CMAKE_SOURCE_DIR}/backend/ops/*.cpp ${CMAKE_SOURCE_DIR}/backend/launch/*.cpp)
+     ${CMAKE_SOURCE_DIR}/backend/ops/*.cpp ${CMAKE_SOURCE_DIR}/backend/launch/*.cpp
+     ${CMAKE_SOURCE_DIR}/backend/distributed/*.cpp)
 Python_add_library(metalx_torch_extension MODULE WITH_SOABI ${METALX_TORCH_SOURCES})
 set_target_properties(metalx_torch_extension PROPERTIES
   OUTPUT_NAME _C

@@ -24,3 +24,7 @@ def register(torch):
         )
     # torch.nn numeric policies keyed by device type (see _nn_policies).
     _nn_policies.register(torch, BACKEND_NAME)
+    # torch.distributed: Gloo serves metalx tensors (metalx/distributed/).
+    from metalx import distributed
+
+    distributed.install()
