@@ -86,7 +86,7 @@ def test_scalar_kernels_are_the_float_ones(dtype):
     d = sample(dtype).to(DEV)
     names = kernels_run(lambda: d * 0.1)
     assert any("mul_dense_vm_" in n for n in names), names
-    names = kernels_run(lambda: d.t() / 0.3)
+    names = kernels_run(lambda: d[:, ::2] / 0.3)  # a strided view (a transpose stays dense)
     assert any("div_true_strided_vm_" in n for n in names), names
 
 
