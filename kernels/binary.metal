@@ -4,6 +4,7 @@
 // first, as CPU PyTorch does.
 #include <metal_stdlib>
 #include "elementwise.h"
+#include "binary_vm.h"
 using namespace metal;
 
 // True when the compute type is a floating type (float: half and bfloat compute in it).
@@ -34,14 +35,44 @@ template <typename M> struct mul_op : elementwise_fn {
 template <> struct mul_op<bool> : elementwise_fn {
   bool operator()(bool a, bool b) const { return a && b; }
 };
-METALX_FOR_ALL(METALX_BINARY_KERNELS, add, add_op)
-METALX_FOR_NUMBERS(METALX_BINARY_KERNELS, sub, sub_op)
+// half and bfloat: CPU rounds alpha to the tensor's type, then alpha * b, then the sum
+// (its scalar loop, which runs non-contiguous operands, short tensors and the tails of
+// long ones). Its vectorised loop over long contiguous runs fuses alpha * b + a into one
+// rounding instead: the two differ by one ulp where alpha * b is not exact in T, which
+// only alpha other than +-1 and powers of two can make.
+template <typename T> struct add_rounded {
+  template <typename M> struct op : elementwise_fn {
+    M alpha;
+    void load(constant OpScalars& k) { alpha = M(T(scalar_arg<M>(k, 0))); }
+    M operator()(M a, M b) const { return a + M(T(alpha * b)); }
+  };
+};
+template <typename T> struct sub_rounded {
+  template <typename M> struct op : elementwise_fn {
+    M alpha;
+    void load(constant OpScalars& k) { alpha = M(T(scalar_arg<M>(k, 0))); }
+    M operator()(M a, M b) const { return a - M(T(alpha * b)); }
+  };
+};
+METALX_BINARY_KERNELS(add, add_op, float)
+METALX_BINARY_KERNELS(add, add_rounded<half>::op, half)
+METALX_BINARY_KERNELS(add, add_rounded<bfloat>::op, bfloat)
+METALX_FOR_INTS(METALX_BINARY_KERNELS, add, add_op)
+METALX_BINARY_KERNELS(add, add_op, bool)
+METALX_BINARY_KERNELS(sub, sub_op, float)
+METALX_BINARY_KERNELS(sub, sub_rounded<half>::op, half)
+METALX_BINARY_KERNELS(sub, sub_rounded<bfloat>::op, bfloat)
+METALX_FOR_INTS(METALX_BINARY_KERNELS, sub, sub_op)
 METALX_FOR_ALL(METALX_BINARY_KERNELS, mul, mul_op)
+// A half or bfloat tensor times one value: CPU keeps that value in float (the _vm
+// variants), as it does for the divisors of the three divisions below.
+METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, mul, mul_op)
 
 template <typename M> struct div_true_op : elementwise_fn {
   M operator()(M a, M b) const { return a / b; }
 };
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, div_true, div_true_op)
+METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, div_true, div_true_op)
 
 // Rounding division: C's truncating division for integers.
 template <typename M> struct div_trunc_op : elementwise_fn {
@@ -81,6 +112,8 @@ METALX_BINARY_KERNELS(div_trunc, div_trunc_op, float)
 METALX_BINARY_KERNELS(div_trunc, div_trunc_rounded<half>::op, half)
 METALX_BINARY_KERNELS(div_trunc, div_trunc_rounded<bfloat>::op, bfloat)
 METALX_FOR_INTS(METALX_BINARY_KERNELS, div_trunc, div_trunc_op)
+// By one value kept in float, CPU truncates the float quotient (no rounding to T first).
+METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, div_trunc, div_trunc_op)
 // half and bfloat: CPU computes the floor division in the storage type, each step
 // rounded to it.
 template <typename T> struct div_floor_rounded {
@@ -101,6 +134,8 @@ METALX_BINARY_KERNELS(div_floor, div_floor_op, float)
 METALX_BINARY_KERNELS(div_floor, div_floor_rounded<half>::op, half)
 METALX_BINARY_KERNELS(div_floor, div_floor_rounded<bfloat>::op, bfloat)
 METALX_FOR_INTS(METALX_BINARY_KERNELS, div_floor, div_floor_op)
+// By one value kept in float, CPU's floor division runs in float, rounded once.
+METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, div_floor, div_floor_op)
 
 // remainder has the sign of the divisor (Python's %); fmod the sign of the dividend.
 template <typename M> struct remainder_op : elementwise_fn {
@@ -153,17 +188,38 @@ template <typename M> struct atan2_op : elementwise_fn {
 };
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, atan2, atan2_op)
 
-// hypot without overflow: the larger magnitude times sqrt(1 + ratio^2); inf wins over NaN.
+// hypot correctly rounded in float, as CPU's (glibc's hypotf, Sleef's u05): a half or
+// bfloat result is that float rounded again, so a float off by one ulp next to a
+// rounding boundary of T rounds the other way (hi * sqrt(1 + (lo/hi)^2) is off by a
+// few). hi^2 + lo^2 is kept exactly as a float pair (fma for the products' low parts,
+// a two-sum for the sum), its square root corrected by one Newton step on the pair.
+// Operands are scaled by an exact power of two where the squares would overflow or
+// lose bits to underflow; inf wins over NaN.
 template <typename M> struct hypot_op : elementwise_fn {
   M operator()(M a, M b) const {
     a = fabs(a);
     b = fabs(b);
     if (isinf(a) || isinf(b)) return INFINITY;
     if (isnan(a) || isnan(b)) return NAN;
-    const M hi = max(a, b), lo = min(a, b);
+    M hi = max(a, b), lo = min(a, b);
     if (hi == 0.0f) return 0.0f;
-    const M r = lo / hi;
-    return hi * sqrt(1.0f + r * r);
+    M scale = 1.0f;
+    if (hi > 1152921504606846976.0f) {  // 2^60: down by 2^70
+      scale = 1180591620717411303424.0f;
+      hi *= 8.470329472543003e-22f;
+      lo *= 8.470329472543003e-22f;
+    } else if (hi < 8.673617379884035e-19f) {  // 2^-60 (subnormals too): up by 2^100
+      scale = 7.888609052210118e-31f;
+      hi *= 1267650600228229401496703205376.0f;
+      lo *= 1267650600228229401496703205376.0f;
+    }
+    const M p = hi * hi, p_low = fma(hi, hi, -p);
+    const M q = lo * lo, q_low = fma(lo, lo, -q);
+    const M s = p + q, q_part = s - p;
+    const M s_low = (p - (s - q_part)) + (q - q_part) + p_low + q_low;
+    const M r = sqrt(s);
+    const M residual = fma(-r, r, s) + s_low;  // (s + s_low) - r^2
+    return scale * (r + residual / (2.0f * r));
   }
 };
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, hypot, hypot_op)

@@ -127,6 +127,96 @@ void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, const Operan
   });
 }
 
+// Encodes one launch of `pipeline` over `iter`'s iteration space: the dense variants
+// as one run of elements, the strided ones with the iterator's sizes and strides.
+// `operands` are bound in order; those past the iterator's tensors (a _vm kernel's one
+// value) have no strides.
+void dispatch(at::TensorIteratorBase& iter, Stream& stream, const rt::ComputePipelinePtr& pipeline, Variant variant,
+              const Operand* operands, int noperands, const OpScalars& op_scalars) {
+  const uint32_t per_thread = elementsPerThread(stream);
+  const bool strided = variant == Variant::Strided || variant == Variant::Strided64 ||
+                       variant == Variant::StridedOpmathB || variant == Variant::Strided64OpmathB;
+  if (!strided) {
+    const DenseShape shape{static_cast<uint64_t>(iter.numel()), per_thread};
+    const uint64_t threads = (shape.count + per_thread - 1) / per_thread;
+    encode(stream, pipeline, operands, noperands, op_scalars, &shape, sizeof shape, threads);
+    return;
+  }
+
+  StridedShape shape{};
+  const auto sizes = iter.shape();
+  shape.ndim = static_cast<uint32_t>(std::max<size_t>(sizes.size(), 1));
+  shape.chunk = per_thread;
+  uint64_t rows = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    shape.sizes[d] = static_cast<uint64_t>(sizes[d]);
+    if (d > 0) rows *= shape.sizes[d];
+  }
+  if (sizes.empty()) shape.sizes[0] = 1;
+  for (int arg = 0; arg < iter.ntensors(); ++arg) {
+    if (operands[arg].inline_size) continue;  // a CPU scalar: stride 0
+    const auto strides = iter.strides(arg);
+    const int64_t element = iter.element_size(arg);
+    for (size_t d = 0; d < sizes.size(); ++d) shape.strides[arg][d] = static_cast<uint64_t>(strides[d] / element);
+  }
+  shape.chunks0 = (shape.sizes[0] + shape.chunk - 1) / shape.chunk;
+  shape.items = shape.chunks0 * rows;
+  // Grid-stride beyond this many threads: plenty to fill any GPU.
+  const uint64_t threads = std::min<uint64_t>(shape.items, uint64_t(1) << 24);
+  encode(stream, pipeline, operands, noperands, op_scalars, &shape, sizeof shape, threads);
+}
+
+bool isReducedFloat(c10::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+// CPU's mul and div of a half or bfloat tensor by one value (a Python number, a 0-dim
+// tensor, or any single value broadcast) read that value in float from its own dtype
+// (TensorIteratorBase::original_scalar_value<opmath_t>) and round once, at the end;
+// rounding it to the tensor's dtype first, as the other binary ops do, gives other
+// results (x * 0.1 multiplies by 0.1f, not by bfloat16(0.1)). The _vm kernels take it so.
+void runWithOpmathScalarB(at::TensorIteratorBase& iter, KernelFamily& kernels, const ElementwiseOptions& options,
+                          c10::ScalarType kernel_dtype) {
+  const at::Tensor& out = iter.output(0);
+  const at::Device device = out.device();
+  // The value, in float: a CPU one inline; a device one converted there (no sync).
+  Operand value;
+  at::Tensor value_tensor;
+  if (iter.is_cpu_scalar(2)) {
+    const float v = iter.scalar_value<float>(2);
+    std::memcpy(&value.inline_bits, &v, sizeof v);
+    value.inline_size = sizeof v;
+  } else {
+    const at::Tensor& b = iter.input(1);
+    value_tensor = b.as_strided({}, {}, b.storage_offset()).to(at::kFloat);
+    auto [buffer, offset] = bufferFor(value_tensor);
+    value.buffer = std::move(buffer);
+    value.offset = offset;
+  }
+  // The tensor operand in the kernel dtype (a CPU one moved over), and an output of it.
+  at::Tensor a = iter.input(0);
+  if (iter.is_cpu_scalar(1)) a = a.to(device);
+  if (a.scalar_type() != kernel_dtype) a = a.to(kernel_dtype);
+  at::Tensor tmp_out = out.scalar_type() == kernel_dtype ? out : at::empty(out.sizes(), out.options().dtype(kernel_dtype));
+  auto build = [&](const at::Tensor& o, const at::Tensor& x) {
+    at::TensorIteratorConfig config;
+    config.set_check_mem_overlap(false).check_all_same_dtype(false).resize_outputs(false).add_output(o).add_const_input(x);
+    return config.build();
+  };
+  at::TensorIterator unary = build(tmp_out, a);
+  if (unary.ndim() > kElementwiseMaxDims) {
+    if (!tmp_out.is_contiguous()) tmp_out = at::empty(out.sizes(), out.options().dtype(kernel_dtype));
+    a = a.expand(out.sizes()).contiguous();
+    unary = build(tmp_out, a);
+  }
+  const bool dense = layoutOf(unary, 0) == Layout::Dense && layoutOf(unary, 1) == Layout::Dense;
+  const Variant variant = dense ? Variant::DenseOpmathB
+                                : unary.can_use_32bit_indexing() ? Variant::StridedOpmathB : Variant::Strided64OpmathB;
+  Stream& stream = currentStream(device.index());
+  const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, variant, *kernelDtype(kernel_dtype));
+  Operand operands[3] = {operandOf(unary, 0, kernel_dtype), operandOf(unary, 1, kernel_dtype), value};
+  dispatch(unary, stream, pipeline, variant, operands, 3, toOpScalars(options.scalars));
+  if (!tmp_out.is_same(out)) const_cast<at::Tensor&>(out).copy_(tmp_out);
+}
+
 // Normalises `iter` so that every tensor input has the kernel dtype and the output the
 // kernel's result dtype, then runs on that.
 void runWithCasts(at::TensorIteratorBase& iter, KernelFamily& kernels, const ElementwiseOptions& options,
@@ -196,6 +286,12 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
   TORCH_INTERNAL_ASSERT(dtype && kernels.supports(*dtype), "metalx: no ", kernels.op(), " kernel for ",
                         kernel_dtype);
 
+  if (kernels.opmathScalarB() && ninputs == 2 && isReducedFloat(kernel_dtype) &&
+      (iter.is_cpu_scalar(2) || iter.is_scalar(2))) {
+    runWithOpmathScalarB(iter, kernels, options, kernel_dtype);
+    return;
+  }
+
   bool needs_cast = iter.dtype(0) != result_dtype;
   for (int i = options.first_typed_input; i < ninputs && !needs_cast; ++i) {
     const int arg = iter.noutputs() + i;
@@ -222,42 +318,12 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
 
   Stream& stream = currentStream(iter.device(0).index());
   const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, variant, *dtype);
-  const OpScalars op_scalars = toOpScalars(options.scalars);
   Operand operands[kElementwiseMaxOperands];
   for (int arg = 0; arg < iter.ntensors(); ++arg) {
     const bool typed = arg - iter.noutputs() >= options.first_typed_input;
     operands[arg] = operandOf(iter, arg, typed ? kernel_dtype : iter.dtype(arg));
   }
-  const uint32_t per_thread = elementsPerThread(stream);
-
-  if (variant != Variant::Strided && variant != Variant::Strided64) {
-    const DenseShape shape{static_cast<uint64_t>(numel), per_thread};
-    const uint64_t threads = (shape.count + per_thread - 1) / per_thread;
-    encode(stream, pipeline, operands, iter.ntensors(), op_scalars, &shape, sizeof shape, threads);
-    return;
-  }
-
-  StridedShape shape{};
-  const auto sizes = iter.shape();
-  shape.ndim = static_cast<uint32_t>(std::max<size_t>(sizes.size(), 1));
-  shape.chunk = per_thread;
-  uint64_t rows = 1;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    shape.sizes[d] = static_cast<uint64_t>(sizes[d]);
-    if (d > 0) rows *= shape.sizes[d];
-  }
-  if (sizes.empty()) shape.sizes[0] = 1;
-  for (int arg = 0; arg < iter.ntensors(); ++arg) {
-    if (operands[arg].inline_size) continue;  // a CPU scalar: stride 0
-    const auto strides = iter.strides(arg);
-    const int64_t element = iter.element_size(arg);
-    for (size_t d = 0; d < sizes.size(); ++d) shape.strides[arg][d] = static_cast<uint64_t>(strides[d] / element);
-  }
-  shape.chunks0 = (shape.sizes[0] + shape.chunk - 1) / shape.chunk;
-  shape.items = shape.chunks0 * rows;
-  // Grid-stride beyond this many threads: plenty to fill any GPU.
-  const uint64_t threads = std::min<uint64_t>(shape.items, uint64_t(1) << 24);
-  encode(stream, pipeline, operands, iter.ntensors(), op_scalars, &shape, sizeof shape, threads);
+  dispatch(iter, stream, pipeline, variant, operands, iter.ntensors(), toOpScalars(options.scalars));
 }
 
 }  // namespace metalx::launch

@@ -16,6 +16,9 @@ const char* variantName(Variant v) {
     case Variant::Rows: return "rows";
     case Variant::Columns: return "cols";
     case Variant::Partials: return "partials";
+    case Variant::DenseOpmathB: return "dense_vm";
+    case Variant::StridedOpmathB: return "strided_vm";
+    case Variant::Strided64OpmathB: return "strided64_vm";
   }
   return "?";
 }

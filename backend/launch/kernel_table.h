@@ -34,8 +34,12 @@ enum class Variant : uint8_t {
   Rows,          // "rows": reductions along rows (kernels/reduce.metal)
   Columns,       // "cols": reductions over outer dims
   Partials,      // "partials": the second pass of a reduction split into parts
+  DenseOpmathB,      // "dense_vm": binary, b one value in the compute type (float for half
+                     // and bfloat, unrounded), a dense
+  StridedOpmathB,    // "strided_vm": the same, a and the output strided, 32-bit indexing
+  Strided64OpmathB,  // "strided64_vm": the same with 64-bit indexing
 };
-constexpr int kNumVariants = 9;
+constexpr int kNumVariants = 12;
 const char* variantName(Variant v);
 
 // A set of dtypes, as a bit mask over kernels::DType.
@@ -63,9 +67,11 @@ inline constexpr DTypeSet kAllTypes = kNumberTypes | DTypeSet{DType::Bool};
 class KernelFamily {
  public:
   // `op`: the kernels' name prefix; `dtypes`: the dtypes they exist for; `predicate`:
-  // the kernels write bool whatever their input type (comparisons, isnan, ...).
-  KernelFamily(const char* op, DTypeSet dtypes, bool predicate = false)
-      : op_(op), dtypes_(dtypes), predicate_(predicate) {}
+  // the kernels write bool whatever their input type (comparisons, isnan, ...);
+  // `opmath_scalar_b`: the op has the _vm variants for half and bfloat, which take a
+  // second input that is one value in float, unrounded (CPU's mul and div).
+  KernelFamily(const char* op, DTypeSet dtypes, bool predicate = false, bool opmath_scalar_b = false)
+      : op_(op), dtypes_(dtypes), predicate_(predicate), opmath_scalar_b_(opmath_scalar_b) {}
   KernelFamily(const KernelFamily&) = delete;
   KernelFamily& operator=(const KernelFamily&) = delete;
   ~KernelFamily();
@@ -73,6 +79,7 @@ class KernelFamily {
   const char* op() const { return op_; }
   bool supports(DType t) const { return dtypes_.has(t); }
   bool predicate() const { return predicate_; }
+  bool opmathScalarB() const { return opmath_scalar_b_; }
   // The pipeline of this op's kernel for `variant` and `dtype` on the stream's device.
   // The dtype must be supported.
   const rt::ComputePipelinePtr& pipeline(Stream& stream, Variant variant, DType dtype);
@@ -95,6 +102,7 @@ class KernelFamily {
   const char* op_;
   DTypeSet dtypes_;
   bool predicate_;
+  bool opmath_scalar_b_;
   std::atomic<Table*> tables_[kMaxDevices] = {};
   std::mutex tables_mutex_;
 };

@@ -122,6 +122,8 @@ void cpuFallbackOut(const c10::OperatorHandle& op, at::ArrayRef<at::Tensor> outp
 enum ElementwiseTraits : unsigned {
   kPredicate = 1,        // they write bool, whatever the input dtype
   kIntegerDivision = 2,  // an integer divisor (input 1) of 0 raises, as on CPU
+  kOpmathScalarB = 4,    // in half and bfloat, a second input that is one value stays in
+                         // float (CPU's mul and div: original_scalar_value<opmath_t>)
 };
 
 // An elementwise op: its kernels and the .out overload its CPU fallback runs.
@@ -129,7 +131,7 @@ class ElementwiseOp {
  public:
   ElementwiseOp(const char* kernel_prefix, DTypeSet dtypes, const char* out_name, const char* out_overload,
                 unsigned traits = 0)
-      : kernels(kernel_prefix, dtypes, (traits & kPredicate) != 0),
+      : kernels(kernel_prefix, dtypes, (traits & kPredicate) != 0, (traits & kOpmathScalarB) != 0),
         integer_division(traits & kIntegerDivision),
         out_name_(out_name),
         out_overload_(out_overload) {}

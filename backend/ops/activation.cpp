@@ -142,7 +142,7 @@ at::Tensor hardswish_functional(const at::Tensor& self) {
 }
 at::Tensor& hardswish_inplace(at::Tensor& self) { return metalx::hardswish_out(self, self); }
 
-// relu is clamp_min(self, 0) and hardtanh is clamp, as on CPU.
+// relu is clamp_min(self, 0), as on CPU.
 at::Tensor relu(const at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   return at::clamp_min(self, 0);
@@ -151,17 +151,27 @@ at::Tensor& reluInplace(at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   return at::clamp_min_(self, 0);
 }
-at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
+// hardtanh is clamp with CPU's one rule of its own: on integer tensors the bounds are
+// truncated to integers first (clamp with a float bound would make a float result).
+std::pair<at::Scalar, at::Scalar> hardtanhBounds(const at::Tensor& self, const at::Scalar& min,
+                                                 const at::Scalar& max) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  return at::clamp(self, min, max);
-}
-at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  return at::clamp_(self, min, max);
+  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) return {min, max};
+  const int64_t lo = min.toLong(), hi = max.toLong();
+  TORCH_CHECK(self.scalar_type() != at::kByte || (lo >= 0 && hi >= 0),
+              "cannot do hardtanh on an unsigned type with negative limits");
+  return {at::Scalar(lo), at::Scalar(hi)};
 }
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  return at::clamp_out(out, self, min, max);
+  const auto [lo, hi] = hardtanhBounds(self, min, max);
+  return at::clamp_out(out, self, lo, hi);
+}
+at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
+  at::Tensor out = at::empty_like(self);
+  return metalx::hardtanhOut(self, min, max, out);
+}
+at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
+  return metalx::hardtanhOut(self, min, max, self);
 }
 
 // log_sigmoid_forward returns (output, buffer); the buffer is CPU's scratch for the

@@ -71,8 +71,8 @@ constexpr DTypeSet kIntAndBool = kIntTypes | DTypeSet{launch::DType::Bool};
   ElementwiseOp ID##_def(#KERNEL, DTYPES, OUT_NAME, OUT_OVERLOAD, ##__VA_ARGS__);               \
   METALX_BINARY_VARIANTS(ID, META, ID##_def)
 
-METALX_BINARY_META(mul, mul_Tensor, mul, kAllTypes, "aten::mul", "out")
-METALX_BINARY_META(div_true, div_Tensor, div_true, kFloatTypes, "aten::div", "out")
+METALX_BINARY_META(mul, mul_Tensor, mul, kAllTypes, "aten::mul", "out", launch::kOpmathScalarB)
+METALX_BINARY_META(div_true, div_Tensor, div_true, kFloatTypes, "aten::div", "out", launch::kOpmathScalarB)
 METALX_BINARY_META(remainder, remainder_Tensor, remainder, kNumberTypes, "aten::remainder", "Tensor_out",
                    launch::kIntegerDivision)
 METALX_BINARY_META(fmod, fmod_Tensor, fmod, kNumberTypes, "aten::fmod", "Tensor_out", launch::kIntegerDivision)
@@ -144,8 +144,10 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scala
 
 // ---- division with a rounding mode ----
 
-ElementwiseOp div_trunc_def("div_trunc", kNumberTypes, "aten::div", "out_mode", launch::kIntegerDivision);
-ElementwiseOp div_floor_def("div_floor", kNumberTypes, "aten::div", "out_mode", launch::kIntegerDivision);
+ElementwiseOp div_trunc_def("div_trunc", kNumberTypes, "aten::div", "out_mode",
+                            launch::kIntegerDivision | launch::kOpmathScalarB);
+ElementwiseOp div_floor_def("div_floor", kNumberTypes, "aten::div", "out_mode",
+                            launch::kIntegerDivision | launch::kOpmathScalarB);
 
 template <class Op>
 void runDivMode(Op& op, const at::Tensor& self, const at::Tensor& other, std::optional<std::string_view> mode) {
