@@ -62,6 +62,16 @@ template <typename M> struct logit_op : elementwise_fn {
 };
 METALX_FOR_FLOATS(METALX_UNARY_KERNELS, logit, logit_op)
 
+// isposinf / isneginf (attention masks test for -inf); integer inputs take the CPU path.
+template <typename M> struct isposinf_op : predicate_fn {
+  bool operator()(M x) const { return isinf(x) && x > M(0); }
+};
+template <typename M> struct isneginf_op : predicate_fn {
+  bool operator()(M x) const { return isinf(x) && x < M(0); }
+};
+METALX_FOR_FLOATS(METALX_UNARY_KERNELS, isposinf, isposinf_op)
+METALX_FOR_FLOATS(METALX_UNARY_KERNELS, isneginf, isneginf_op)
+
 // ---- ops on every number type ----
 
 template <typename M> struct neg_op : elementwise_fn {

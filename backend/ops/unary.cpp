@@ -34,6 +34,8 @@
 #include <ATen/ops/frac_meta.h>
 #include <ATen/ops/neg_meta.h>
 #include <ATen/ops/sign_meta.h>
+#include <ATen/ops/isneginf_meta.h>
+#include <ATen/ops/isposinf_meta.h>
 #include <ATen/ops/signbit_meta.h>
 #include <ATen/ops/ceil_meta.h>
 #include <ATen/ops/floor_meta.h>
@@ -85,6 +87,9 @@ METALX_EACH_FLOAT_UNARY(METALX_FLOAT_UNARY)
 #define METALX_EACH_NUMBER_UNARY(X) X(neg) X(sign) X(ceil) X(floor) X(trunc) X(round)
 METALX_EACH_NUMBER_UNARY(METALX_NUMBER_UNARY)
 METALX_STRUCTURED_UNARY(signbit, signbit, kNumberTypes, launch::kPredicate)
+// No in-place forms. Integer and bool inputs (all false) take the CPU path.
+METALX_STRUCTURED_UNARY(isposinf, isposinf, kFloatTypes, launch::kPredicate)
+METALX_STRUCTURED_UNARY(isneginf, isneginf, kFloatTypes, launch::kPredicate)
 
 // sgn is sign for real tensors (complex ones take the CPU path).
 METALX_STRUCTURED_UNARY(sgn, sign, kNumberTypes)
@@ -234,6 +239,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   METALX_EACH_FLOAT_UNARY(METALX_REGISTER_UNARY)
   METALX_EACH_NUMBER_UNARY(METALX_REGISTER_UNARY)
   METALX_REGISTER_UNARY(signbit)
+  m.impl("isposinf", TORCH_FN(isposinf_functional));
+  m.impl("isposinf.out", TORCH_FN(isposinf_out));
+  m.impl("isneginf", TORCH_FN(isneginf_functional));
+  m.impl("isneginf.out", TORCH_FN(isneginf_out));
   METALX_REGISTER_UNARY(sgn)
   METALX_REGISTER_UNARY(bitwise_not)
   m.impl("round.decimals", TORCH_FN(roundDecimals));

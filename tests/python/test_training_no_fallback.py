@@ -93,11 +93,13 @@ MODELS = {
     "lstm": (lambda dropout: TinyLSTM(), lambda p: torch.optim.Adam(p, lr=1e-3)),
 }
 PRECISIONS = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
-# (loss, gradient) relative errors allowed against CPU float32.
-TOLERANCE = {"float32": (1e-4, 1e-3), "float16": (2e-2, 2e-1), "bfloat16": (5e-2, 4e-1)}
-# Still on the CPU fallback (issue 14, open): isneginf.out in the Transformer step, and
-# GradScaler's float64 reciprocal of the scale (float64 stays on the CPU fallback).
-OPEN = pytest.mark.xfail(strict=True, reason="isneginf / GradScaler float64 reciprocal still fall back")
+# (loss, gradient) relative errors allowed against CPU float32. CPU's own bfloat16
+# autocast is as far off as metalx's (gradients ~0.1 on the CNN: a small batch through
+# batch norm).
+TOLERANCE = {"float32": (1e-4, 1e-3), "float16": (2e-2, 1e-1), "bfloat16": (5e-2, 2.5e-1)}
+# Still on the CPU fallback (issue 14, open): GradScaler's float64 reciprocal of the
+# scale (float64 stays on the CPU fallback).
+OPEN = pytest.mark.xfail(strict=True, reason="GradScaler's float64 reciprocal still falls back")
 
 
 def batch(name, seed=0):
@@ -115,7 +117,7 @@ def make(name, device, dropout=0.0):
     return model, optimizer(model.parameters())
 
 
-def step(model, opt, x, y, dtype, scaler=None):
+def step(model, opt, x, y, dtype, scaler=None, apply=True):
     opt.zero_grad(set_to_none=True)
     with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
         logits = model(x)
@@ -123,7 +125,8 @@ def step(model, opt, x, y, dtype, scaler=None):
     if scaler is None:
         loss.backward()
         grads = [p.grad.detach().clone() for p in model.parameters()]
-        opt.step()
+        if apply:
+            opt.step()
     else:
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
@@ -139,7 +142,7 @@ def rel_err(a, b):
 
 
 @pytest.mark.parametrize("precision", list(PRECISIONS))
-@pytest.mark.parametrize("name", [pytest.param("transformer", marks=OPEN), "cnn", "lstm"])
+@pytest.mark.parametrize("name", ["transformer", "cnn", "lstm"])
 def test_training_step_is_native_and_matches_cpu(name, precision):
     dtype = PRECISIONS[precision]
     x, y = batch(name)
@@ -148,16 +151,23 @@ def test_training_step_is_native_and_matches_cpu(name, precision):
     for k in range(2):  # the second step runs with the optimizer's state in place
         torch.metalx.synchronize()
         torch.metalx.reset_fallback_stats()
-        dev_loss, dev_grads = step(dev_model, dev_opt, x.to(DEV), y.to(DEV), dtype)
-        torch.metalx.synchronize()
-        assert torch.metalx.fallback_stats() == {}, f"step {k} fell back"
-        cpu_loss, cpu_grads = step(cpu_model, cpu_opt, x, y, None)
+        dev_loss, dev_grads = step(dev_model, dev_opt, x.to(DEV), y.to(DEV), dtype, apply=False)
+        cpu_loss, cpu_grads = step(cpu_model, cpu_opt, x, y, None, apply=False)
         loss_tol, grad_tol = TOLERANCE[precision]
         assert rel_err(dev_loss, cpu_loss) < loss_tol
         assert max(rel_err(a, b) for a, b in zip(dev_grads, cpu_grads)) < grad_tol
-    for p, q in zip(dev_model.parameters(), cpu_model.parameters()):
-        assert p.device.type == DEV and p.dtype == torch.float32
-        assert rel_err(p, q) < TOLERANCE[precision][1]
+        # Both optimizers step from the same (CPU's) gradients: Adam turns noise-level
+        # gradient differences (a key bias's gradient is zero up to rounding) into whole
+        # steps of the learning rate, which would say nothing about the kernels.
+        for p, g in zip(dev_model.parameters(), cpu_grads):
+            p.grad.copy_(g)
+        dev_opt.step()
+        cpu_opt.step()
+        torch.metalx.synchronize()
+        assert torch.metalx.fallback_stats() == {}, f"step {k} fell back"
+        for p, q in zip(dev_model.parameters(), cpu_model.parameters()):
+            assert p.device.type == DEV and p.dtype == torch.float32
+            assert rel_err(p, q) < 1e-5
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=OPEN) for n in MODELS])
@@ -176,7 +186,6 @@ def test_training_with_dropout_and_grad_scaler_is_native(name):
     assert scaler.get_scale() == 2.0**10  # grew once per step: no step was skipped
 
 
-@OPEN
 def test_training_steps_under_fallback_error_mode():
     """The same steps in a process where any CPU fallback raises."""
     check_python(
