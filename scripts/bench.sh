@@ -15,3 +15,6 @@ tag="sim-$(uname -s | tr A-Z a-z)-$(uname -m)"
 python3 bench/stream_overlap_bench.py --out "bench/results/streams-$tag.json"
 METALSIM_THREADS=$(( $(nproc) > 1 ? $(nproc) - 1 : 1 )) \
   python3 bench/stream_overlap_bench.py --out "bench/results/streams-copy-engine-core-$tag.json"
+# torch.distributed through Gloo: all_reduce of metalx vs CPU tensors, and a DDP step
+# (2 processes on 127.0.0.1).
+python3 bench/distributed_bench.py --out "bench/results/distributed-$tag.json"
