@@ -162,3 +162,23 @@ def test_hung_peer_times_out_with_an_error(torch):
     assert message != "no error"
     assert "timed out" in message.lower() or "timeout" in message.lower(), message
     assert waited < HANG_TIMEOUT_S + 5
+
+
+def _mismatched_shapes(rank, world_size):
+    import torch
+    import torch.distributed as dist
+
+    t = torch.ones(4 + rank, device="metalx")  # rank 0: 4 elements, rank 1: 5
+    try:
+        dist.all_reduce(t)
+        return "no error"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def test_mismatched_shapes_are_reported_with_debug_detail(torch, monkeypatch):
+    # Spawned ranks inherit the variable; torch.distributed reads it at import.
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+    for rank, message in enumerate(run_ranks(_mismatched_shapes, 2)):
+        assert "Detected mismatch between collectives" in message, message
+        assert f"TensorShape=[{4 + rank}]" in message, message
