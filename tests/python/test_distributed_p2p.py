@@ -182,3 +182,45 @@ def test_mismatched_shapes_are_reported_with_debug_detail(torch, monkeypatch):
     for rank, message in enumerate(run_ranks(_mismatched_shapes, 2)):
         assert "Detected mismatch between collectives" in message, message
         assert f"TensorShape=[{4 + rank}]" in message, message
+
+
+TORCHRUN_SCRIPT = """
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group(device_id=torch.device("metalx", 0))
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = DDP(torch.nn.Linear(8, 4).to("metalx"))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8, generator=torch.Generator().manual_seed(rank)).to("metalx")
+model(x).square().mean().backward()
+opt.step()
+w = model.module.weight.detach()
+highest = w.clone()
+dist.all_reduce(highest, op=dist.ReduceOp.MAX)
+print(f"rank {rank}/{world} {dist.get_backend()} same={torch.equal(highest.cpu(), w.cpu())}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_torchrun_launches_metalx_ranks(tmp_path):
+    """The README's command: torchrun starts the ranks, DDP keeps their parameters equal."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(TORCHRUN_SCRIPT)
+    import socket
+
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+         "--master-port", str(port), str(script)],
+        capture_output=True, text=True, timeout=PG_TIMEOUT_S + 120, env=env,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = sorted(line for line in run.stdout.splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0/2 gloo same=True", "rank 1/2 gloo same=True"], run.stdout
