@@ -37,6 +37,25 @@ def check_python(code, **env):
     return result
 
 
+@pytest.fixture
+def fallback_stats_reset():
+    """The fallback report starts empty for the test (device_checks.assert_native)."""
+    import torch
+
+    torch.metalx.reset_fallback_stats()
+    yield
+
+
+@pytest.fixture
+def no_fallback():
+    """The test runs nothing on the CPU fallback."""
+    import torch
+
+    torch.metalx.reset_fallback_stats()
+    yield
+    assert torch.metalx.fallback_stats() == {}
+
+
 @pytest.fixture(scope="session")
 def torch():
     import torch

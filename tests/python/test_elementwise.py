@@ -7,6 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from device_checks import assert_native, kernels_run
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
@@ -34,23 +38,6 @@ def assert_same(got, ref, **kw):
         assert torch.equal(got, ref)
     else:
         torch.testing.assert_close(got, ref, equal_nan=True, **kw)
-
-
-def kernels_run(fn):
-    """The device kernels `fn` runs, by name."""
-    with torch.metalx.profiler.profile() as prof:
-        fn()
-    return [c["name"] for c in prof.commands]
-
-
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.metalx.reset_fallback_stats()
-    yield
-
-
-def assert_native():
-    assert torch.metalx.fallback_stats() == {}
 
 
 UNARY_FLOAT = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",

@@ -7,6 +7,10 @@ than PyTorch's OpInfo comparison allows, so these compare exactly."""
 import pytest
 import torch
 
+from device_checks import kernels_run
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
 DEV = "metalx"
 REDUCED = [torch.bfloat16, torch.float16]
 SCALARS = [0.1, 0.3, 1.7, -2.3, 3]
@@ -23,19 +27,6 @@ def assert_bitwise(got, ref):
     assert got.dtype == ref.dtype and got.shape == ref.shape
     same = (got == ref) | (got.isnan() & ref.isnan())
     assert bool(same.all()), f"{int((~same).sum())} of {ref.numel()} differ, e.g. got {got[~same][:4]} want {ref[~same][:4]}"
-
-
-def kernels_run(fn):
-    with torch.metalx.profiler.profile() as prof:
-        fn()
-    return [c["name"] for c in prof.commands]
-
-
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.metalx.reset_fallback_stats()
-    yield
-    assert torch.metalx.fallback_stats() == {}
 
 
 # CPU keeps the second operand in float when it is one value (mul and the three divisions).

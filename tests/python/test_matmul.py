@@ -11,18 +11,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from device_checks import assert_native
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
-
-
-@pytest.fixture(autouse=True)
-def reset_stats():
-    torch.metalx.reset_fallback_stats()
-    yield
-
-
-def assert_native():
-    assert torch.metalx.fallback_stats() == {}
 
 
 def sample(shape, dtype, seed=0):

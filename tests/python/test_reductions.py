@@ -5,6 +5,10 @@ inputs, NaN, and each kernel the launcher picks (rows, columns, split into parts
 import pytest
 import torch
 
+from device_checks import kernels_run
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
 DEV = "metalx"
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
@@ -27,19 +31,6 @@ def check(got, ref, dtype=torch.float32, scale=1.0):
         torch.testing.assert_close(got, ref, rtol=t, atol=t * scale, equal_nan=True)
     else:
         assert torch.equal(got, ref)
-
-
-def kernels_run(fn):
-    with torch.metalx.profiler.profile() as prof:
-        fn()
-    return [c["name"] for c in prof.commands]
-
-
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.metalx.reset_fallback_stats()
-    yield
-    assert torch.metalx.fallback_stats() == {}
 
 
 DIMS = [None, 0, 1, 2, -1, (0, 2), (1, 2), (0, 1, 2)]

@@ -6,19 +6,13 @@ nn.Transformer builds, CPU's errors, and the CPU fallback for complex128."""
 import pytest
 import torch
 
+from device_checks import assert_native
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
           torch.uint8, torch.bool, torch.float64, torch.complex64]
-
-
-@pytest.fixture(autouse=True)
-def reset_stats():
-    torch.metalx.reset_fallback_stats()
-    yield
-
-
-def assert_native():
-    assert torch.metalx.fallback_stats() == {}
 
 
 def sample(shape, dtype, seed=0):
