@@ -2,7 +2,6 @@
 
 #include <c10/util/Exception.h>
 
-#include <chrono>
 #include <limits>
 
 #include "core/stream_pool.h"
@@ -85,8 +84,7 @@ bool synchronizeDevicePolling(c10::DeviceIndex index, const std::function<bool()
 bool synchronizeStreamPolling(const c10::Stream& stream, const std::function<bool()>& keep_waiting) {
   Stream& s = streamFor(stream);
   return withTorchErrors([&] {
-    while (!s.waitAllFor(std::chrono::milliseconds(50)))
-      if (!keep_waiting()) return false;
+    if (!s.waitAllPolling(keep_waiting)) return false;
     s.synchronize();
     return true;
   });

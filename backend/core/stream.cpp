@@ -280,16 +280,21 @@ void Stream::synchronize() {
   if (!error.empty()) throw std::runtime_error("metalx: GPU work failed: " + error);
 }
 
-bool Stream::waitAllFor(std::chrono::milliseconds timeout) {
+bool Stream::waitAllPolling(const std::function<bool()>& keep_waiting) {
   uint64_t target;
   {
     std::lock_guard<std::recursive_mutex> lock(encode_mutex_);
     commitLocked();
     target = last_committed_;
   }
-  std::unique_lock<std::mutex> lock(completion_mutex_);
-  return completed_cv_.wait_for(lock, timeout,
-                                [&] { return completed_->load(std::memory_order_acquire) >= target; });
+  const auto done = [&] { return completed_->load(std::memory_order_acquire) >= target; };
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(completion_mutex_);
+      if (completed_cv_.wait_for(lock, std::chrono::milliseconds(50), done)) return true;
+    }
+    if (!keep_waiting()) return false;  // without the lock: it may take the GIL
+  }
 }
 
 bool Stream::query() {

@@ -80,10 +80,11 @@ class Stream {
   // Commits and waits until everything encoded so far has completed. Throws
   // std::runtime_error with the first failure since the last synchronize().
   void synchronize();
-  // Commits, then waits at most `timeout` for everything encoded so far to complete;
-  // true when it has. For waits the host must be able to interrupt (Ctrl-C): the caller
-  // loops, checking for an interrupt between slices, then calls synchronize().
-  bool waitAllFor(std::chrono::milliseconds timeout);
+  // Commits, then waits for everything encoded so far to complete in slices of 50 ms,
+  // asking `keep_waiting` after each unfinished one: waits the host must be able to
+  // interrupt (Ctrl-C). True when everything completed (then call synchronize() for
+  // failures); false at once when `keep_waiting` said no (the work keeps running).
+  bool waitAllPolling(const std::function<bool()>& keep_waiting);
   // True when everything encoded so far has completed (commits pending work first, so
   // polling makes progress, as cudaStreamQuery does).
   bool query();

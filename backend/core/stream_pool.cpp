@@ -3,7 +3,6 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -120,9 +119,7 @@ void synchronizeAllStreams(int device_index) {
 
 bool synchronizeAllStreamsPolling(int device_index, const std::function<bool()>& keep_waiting) {
   bool stopped = false;
-  forEachStream(device_index, [&](Stream& s) {
-    while (!stopped && !s.waitAllFor(std::chrono::milliseconds(50))) stopped = !keep_waiting();
-  });
+  forEachStream(device_index, [&](Stream& s) { stopped = stopped || !s.waitAllPolling(keep_waiting); });
   if (stopped) return false;
   synchronizeAllStreams(device_index);  // everything has completed: this reports failures
   return true;
