@@ -17,6 +17,7 @@
 #include "core/caching_allocator.h"
 #include "core/stream_pool.h"
 #include "device.h"
+#include "shared_storage.h"
 
 namespace metalx {
 namespace {
@@ -165,12 +166,18 @@ std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr) {
   size_t offset = 0;
   for (c10::DeviceIndex i = 0; i < deviceCount(); ++i)
     if (cachingAllocator(i).lookup(ptr, &buffer, &offset)) return {std::move(buffer), offset};
+  if (lookupSharedPointer(ptr, &buffer, &offset, nullptr)) return {std::move(buffer), offset};
   TORCH_CHECK(false, "metalx: pointer ", ptr, " is not in any live metalx allocation");
 }
 
 std::pair<rt::BufferPtr, size_t> bufferFor(const at::Tensor& tensor) {
   const c10::DataPtr& storage = tensor.storage().data_ptr();
-  if (storage.get_deleter() != &releaseAllocation) return bufferFor(tensor.const_data_ptr());
+  if (storage.get_deleter() != &releaseAllocation) {
+    rt::BufferPtr buffer;
+    size_t offset = 0;
+    if (sharedBufferFor(storage, tensor.const_data_ptr(), &buffer, &offset)) return {std::move(buffer), offset};
+    return bufferFor(tensor.const_data_ptr());
+  }
   // The storage keeps its block allocated, and an allocated block's buffer and offset
   // never change: no lock needed.
   const auto* block = static_cast<const CachingAllocator::Block*>(storage.get_context());
@@ -182,6 +189,8 @@ std::pair<rt::BufferPtr, size_t> bufferFor(const at::Tensor& tensor) {
 c10::DeviceIndex deviceOfPointer(const void* ptr) {
   for (c10::DeviceIndex i = 0; i < deviceCount(); ++i)
     if (cachingAllocator(i).lookup(ptr, nullptr, nullptr)) return i;
+  c10::DeviceIndex shared = -1;
+  if (lookupSharedPointer(ptr, nullptr, nullptr, &shared)) return shared;
   return -1;
 }
 
@@ -205,6 +214,9 @@ void resizeStorageBytes(c10::StorageImpl& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "metalx: trying to resize a storage that is not resizable");
   TORCH_CHECK(storage.allocator() == &allocator_instance,
               "metalx: cannot resize a storage that metalx did not allocate");
+  TORCH_CHECK(!sharedHostStorage(storage),
+              "metalx: cannot resize a storage in shared memory (one passed between processes): other "
+              "processes map its current size");
   const c10::DeviceIndex index = storage.device().index();
   c10::DataPtr fresh = allocateOn(index, nbytes);
   const size_t keep = std::min(nbytes, storage.nbytes());

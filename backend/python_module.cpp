@@ -20,6 +20,7 @@
 #include "python_distributed.h"
 #include "python_errors.h"
 #include "python_memory.h"
+#include "python_sharing.h"
 #include "shader_library.h"
 #include "metalx/runtime/device.h"
 #include "metalx/runtime/driver.h"
@@ -188,6 +189,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_info", [](int64_t index) { return translated([&] { return deviceInfo(toIndex(index)); }); });
   registerShaderBindings(m);
   registerMemoryBindings(m);
+  registerSharingBindings(m);  // metalx tensors passed between processes (shared_storage.h)
   registerDistributedBindings(m);  // torch.distributed through Gloo (python/metalx/distributed/)
   registerExtensionApi(m);  // metalx/extension.h reaches metalx through it
 }

@@ -28,3 +28,7 @@ def register(torch):
     from metalx import distributed
 
     distributed.install()
+    # torch.multiprocessing: metalx tensors passed between processes share memory.
+    from metalx import _process_sharing
+
+    _process_sharing.install()
