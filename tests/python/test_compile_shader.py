@@ -255,6 +255,26 @@ def test_compiling_the_same_source_again_hits_the_cache():
     assert out.cpu().tolist() == [9] * 5
 
 
+def test_a_corrupted_disk_cache_entry_is_compiled_again(tmp_path):
+    # A compiled object truncated or garbled on disk (a crash, a full disk) must not
+    # make the source uncompilable: the next process compiles it again.
+    program = (
+        "import torch\n"
+        "lib = torch.metalx.compile_shader(" + repr(
+            HEADER + "kernel void twice(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]])"
+            " { x[i] *= 2.0f; }\n") + ")\n"
+        "x = torch.arange(5.0, device='metalx')\n"
+        "lib.twice(x)\n"
+        "assert x.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0], x\n"
+    )
+    check_python(program, METALSIM_CACHE_DIR=str(tmp_path))
+    objects = list(tmp_path.glob("*.so"))
+    assert len(objects) == 1
+    objects[0].write_bytes(b"\x7fELF garbage")
+    check_python(program, METALSIM_CACHE_DIR=str(tmp_path))
+    assert objects[0].stat().st_size > 1000  # compiled again, in place
+
+
 def test_zero_threads_runs_nothing(elementwise):
     out = dev(torch.full((4,), 5.0))
     elementwise.add_one(out, out, threads=0)

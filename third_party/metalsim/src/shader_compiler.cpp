@@ -278,8 +278,8 @@ CompiledKernels compileKernels(const std::string& source, const metalx::rt::Comp
 
   static std::mutex compile_mutex;  // one compile at a time per process
   std::lock_guard<std::mutex> lock(compile_mutex);
-  bool cached = isFile(so_path) && isFile(src_path) && readFile(src_path) == cpp;
-  if (!cached) {
+  const bool cached = isFile(so_path) && isFile(src_path) && readFile(src_path) == cpp;
+  auto compile = [&] {
     makeDirs(dir);
     static std::atomic<int> counter{0};
     std::string tmp = dir + "/tmp-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
@@ -308,13 +308,33 @@ CompiledKernels compileKernels(const std::string& source, const metalx::rt::Comp
     std::rename((tmp + ".cpp").c_str(), src_path.c_str());
     std::rename((tmp + ".so").c_str(), so_path.c_str());
     trimKernelCache(dir, config().cache_bytes);
+  };
+  // Null with `why` set when the object does not load or has no entry point.
+  auto load = [&](std::string* why) -> std::shared_ptr<KernelSet> {
+    void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      *why = std::string("cannot load compiled shader: ") + dlerror();
+      return nullptr;
+    }
+    std::shared_ptr<void> module(handle, [](void* h) { dlclose(h); });
+    auto entry = reinterpret_cast<KernelSet::EntryFn>(dlsym(handle, "metalsim_library_entry"));
+    if (!entry) {
+      *why = "compiled shader has no entry point (" + so_path + ")";
+      return nullptr;
+    }
+    return std::make_shared<KernelSet>(entry, module);
+  };
+  if (!cached) compile();
+  std::string why;
+  std::shared_ptr<KernelSet> kernels = load(&why);
+  if (!kernels && cached) {
+    // A cache entry that does not load (truncated or garbled by a crash, a full disk or
+    // another tool) is compiled again, not an error the user must clean up by hand.
+    compile();
+    kernels = load(&why);
   }
-  void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) throw Error(ErrorKind::Compile, std::string("cannot load compiled shader: ") + dlerror());
-  std::shared_ptr<void> module(handle, [](void* h) { dlclose(h); });
-  auto entry = reinterpret_cast<KernelSet::EntryFn>(dlsym(handle, "metalsim_library_entry"));
-  if (!entry) throw Error(ErrorKind::Compile, "compiled shader has no entry point (corrupt cache at " + so_path + ")");
-  return {std::make_shared<KernelSet>(entry, module), key, std::move(translated.function_constants)};
+  if (!kernels) throw Error(ErrorKind::Compile, why);
+  return {std::move(kernels), key, std::move(translated.function_constants)};
 }
 
 // Function constant values checked against the source's declarations, as Metal does
