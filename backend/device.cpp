@@ -1,4 +1,5 @@
 #include "device.h"
+#include "host_wait.h"
 
 #include <c10/util/Exception.h>
 
@@ -73,7 +74,10 @@ void synchronizeDevice(c10::DeviceIndex index) {
 
 void synchronizeCurrentStream(c10::DeviceIndex index) {
   checkDeviceIndex(index);
-  withTorchErrors([&] { currentStream(index).synchronize(); });
+  Stream& stream = currentStream(index);
+  // Not inside withTorchErrors: an interrupt (host_wait.h) must reach Python as itself.
+  if (stream.completedSequence() < stream.currentSequence()) waitForHost(stream);
+  withTorchErrors([&] { stream.synchronize(); });
 }
 
 bool synchronizeDevicePolling(c10::DeviceIndex index, const std::function<bool()>& keep_waiting) {

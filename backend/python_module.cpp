@@ -5,6 +5,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <atomic>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -16,6 +17,7 @@
 #include "device.h"
 #include "extension_api.h"
 #include "generator.h"
+#include "host_wait.h"
 #include "pinned_memory.h"
 #include "python_distributed.h"
 #include "python_errors.h"
@@ -42,6 +44,18 @@ c10::DeviceIndex toIndex(int64_t index) { return toDeviceIndex(index); }
 bool pythonSignalsAllowWaiting() {
   py::gil_scoped_acquire gil;
   return PyErr_CheckSignals() == 0;
+}
+
+// The interpreter's main thread: the only one Python runs signal handlers on.
+std::atomic<unsigned long> python_main_thread{0};
+
+// The host-wait interrupt check (host_wait.h): on the main thread, runs Python's
+// signal handlers; one that raised (Ctrl-C) ends the wait with its exception, which
+// torch's bindings hand back to Python as it is (KeyboardInterrupt).
+void interruptHostWaitOnSignal() {
+  if (PyThread_get_thread_ident() != python_main_thread.load(std::memory_order_relaxed)) return;
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
 // (byte offset of the tensor's data in its buffer, buffer length): lets tests check
@@ -99,6 +113,8 @@ PYBIND11_MODULE(_C, m) {
   using namespace metalx;
   m.doc() = "metalx: the Apple GPU device for PyTorch (C++ part)";
   m.attr("built_for_torch") = METALX_BUILT_FOR_TORCH;
+  python_main_thread.store(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>());
+  setHostWaitInterruptCheck(interruptHostWaitOnSignal);
 
   m.def("init", [] { translated([] { (void)rt::devices(); }); },
         "Starts the runtime and opens its devices; raises if it cannot.");

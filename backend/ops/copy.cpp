@@ -44,6 +44,7 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "device.h"
+#include "host_wait.h"
 #include "launch/torch_dtype.h"
 #include "ops/copy/strided_copy.h"
 #include "pinned_memory.h"
@@ -123,7 +124,7 @@ void copyOnDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFla
 // The CPU is about to touch device memory directly: wait for the stream only if it has
 // work queued or running (which may use that memory); an idle stream costs nothing.
 void waitForQueuedWork(Stream& stream) {
-  if (stream.completedSequence() < stream.currentSequence()) stream.synchronize();
+  if (stream.completedSequence() < stream.currentSequence()) waitForHost(stream);
 }
 
 // Dense, same layout: the copy is one memcpy of the bytes, done now.
@@ -146,11 +147,13 @@ std::optional<kernels::StridedView> pinnedView(const at::Tensor& host, c10::Devi
 // (non_blocking) protect the pinned block until its command buffer completes and start
 // that command buffer now, so the copy overlaps with whatever the host does next.
 void finishPinnedCopy(Stream& stream, const at::Tensor& host, bool non_blocking) {
+  // Recorded for blocking copies too: if Ctrl-C ends the wait, the block must not be
+  // reused while the copy still runs.
+  recordPinnedUse(host.data_ptr(), stream, stream.currentSequence());
   if (!non_blocking) {
-    stream.synchronize();
+    waitForHost(stream);
     return;
   }
-  recordPinnedUse(host.data_ptr(), stream, stream.currentSequence());
   stream.flush();
 }
 
@@ -180,7 +183,7 @@ void cpuToDevice(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlag
   std::memcpy(staged.data_ptr(), src.data_ptr(), span * src.element_size());
   auto [buffer, offset] = bufferFor(staged.data_ptr());
   encodeKernelCopy(stream, deviceView(dst), viewOf(src, buffer, offset), flags);
-  stream.synchronize();  // synchronous copies: the data is in place on return
+  waitForHost(stream);  // synchronous copies: the data is in place on return
 }
 
 void deviceToCpu(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlags flags,
@@ -210,7 +213,7 @@ void deviceToCpu(const at::Tensor& src, const at::Tensor& dst, kernels::CopyFlag
     std::memcpy(staged.data_ptr(), dst.data_ptr(), span_bytes);
   auto [buffer, offset] = bufferFor(staged.data_ptr());
   encodeKernelCopy(stream, viewOf(dst, buffer, offset), deviceView(src), flags);
-  stream.synchronize();
+  waitForHost(stream);
   std::memcpy(dst.data_ptr(), staged.data_ptr(), span_bytes);
 }
 

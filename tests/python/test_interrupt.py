@@ -1,4 +1,5 @@
-"""Ctrl-C during a long synchronize raises KeyboardInterrupt, and metalx stays usable.
+"""Ctrl-C during a long wait for the device (synchronize, or the waits inside .item(),
+.cpu() and the CPU fallback) raises KeyboardInterrupt, and metalx stays usable.
 
 A child process queues a kernel that runs for seconds, says so, and waits in
 torch.metalx.synchronize() (or a stream's synchronize()); the test sends it SIGINT. The
@@ -29,7 +30,17 @@ CHILD = textwrap.dedent(
     from metalx.shaders import UInt32
     out = torch.zeros(1, device="metalx")
     lib.spin(out, UInt32(600_000_000), threads=1)
-    wait = {"device": torch.metalx.synchronize, "stream": torch.metalx.current_stream().synchronize}[sys.argv[1]]
+    waits = {
+        "device": torch.metalx.synchronize,
+        "stream": torch.metalx.current_stream().synchronize,
+        # Implicit waits inside ops: the host waits for the stream before it reads.
+        "item": out.item,
+        "cpu": out.cpu,
+        "strided cpu": lambda: out.expand(4, 3).t().cpu(),  # staged through a copy kernel
+        "pinned cpu": lambda: torch.empty(1, pin_memory=True).copy_(out),
+        "fallback": lambda: torch.kthvalue(out, 1),  # a CPU-fallback op
+    }
+    wait = waits[sys.argv[1]]
     try:
         print("waiting", flush=True)
         wait()
@@ -43,8 +54,8 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("wait", ["device", "stream"])
-def test_ctrl_c_interrupts_a_long_synchronize(wait):
+@pytest.mark.parametrize("wait", ["device", "stream", "item", "cpu", "strided cpu", "pinned cpu", "fallback"])
+def test_ctrl_c_interrupts_a_long_wait(wait):
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, wait],
         stdout=subprocess.PIPE,

@@ -20,6 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
+from metalx import _C  # noqa: E402
 
 import oom_recovery  # noqa: E402
 import save_load  # noqa: E402
@@ -72,7 +73,7 @@ def main():
 
     report = {
         "machine": platform.machine(), "system": platform.system(), "torch": torch.__version__,
-        "driver": torch.metalx.get_device_name(0) if hasattr(torch.metalx, "get_device_name") else "metalx",
+        "driver": _C.driver_name(),
         "cores": os.cpu_count(), "load_average_at_end": os.getloadavg()[0],
         "threads": args.threads, "threaded_seconds": round(threaded_s, 1),
         "total_seconds": round(time.monotonic() - started, 1),
