@@ -4,13 +4,11 @@ steps, empty ranges, out=, CPU's errors, and fractional ranges on CPU's kernel."
 import pytest
 import torch
 
+from device_checks import assert_native
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
-
-
-@pytest.fixture(autouse=True)
-def fresh_stats():
-    torch.metalx.reset_fallback_stats()
-    yield
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.float32,
@@ -23,7 +21,7 @@ def test_arange_matches_cpu(dtype, args):
     ref = torch.arange(*args, dtype=dtype)
     assert got.device.type == DEV and got.dtype == ref.dtype
     assert torch.equal(got.cpu(), ref)
-    assert torch.metalx.fallback_stats() == {}
+    assert_native()
 
 
 def test_default_dtype_out_and_float_bounds():
@@ -33,7 +31,7 @@ def test_default_dtype_out_and_float_bounds():
     out = torch.empty(0, device=DEV, dtype=torch.int32)
     torch.arange(2, 9, out=out)
     assert torch.equal(out.cpu(), torch.arange(2, 9, dtype=torch.int32))
-    assert torch.metalx.fallback_stats() == {}
+    assert_native()
 
 
 def test_fractional_and_rounding_ranges_match_cpu_through_its_kernel():

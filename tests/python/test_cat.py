@@ -5,18 +5,12 @@ autograd and CPU's errors. Native cases must not fall back."""
 import pytest
 import torch
 
+from device_checks import assert_native
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 TYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool]
-
-
-@pytest.fixture(autouse=True)
-def fresh_stats():
-    torch.metalx.reset_fallback_stats()
-    yield
-
-
-def assert_native():
-    assert torch.metalx.fallback_stats() == {}
 
 
 def sample(shape, dtype, seed=0):

@@ -6,6 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from device_checks import assert_native
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -24,12 +28,6 @@ def assert_same(got, ref, **kw):
     got = got.cpu()
     assert got.dtype == ref.dtype and got.shape == ref.shape
     torch.testing.assert_close(got, ref, equal_nan=True, **kw)
-
-
-@pytest.fixture(autouse=True)
-def reset_stats():
-    torch.metalx.reset_fallback_stats()
-    yield
 
 
 def with_grad(fn, x, y):
@@ -71,7 +69,7 @@ def test_loss_forward_backward_match_cpu(name, reduction, dtype):
     got, got_grad = with_grad(lambda a, b: fn(a, b, reduction), x.to(DEV), y.to(DEV))
     assert_same(got, ref.to(dtype), **tol(dtype))
     assert_same(got_grad, ref_grad.to(dtype), **tol(dtype))
-    assert torch.metalx.fallback_stats() == {}
+    assert_native()
 
 
 def test_binary_cross_entropy_rejects_values_outside_zero_one_as_cpu():

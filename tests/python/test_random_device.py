@@ -10,19 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from device_checks import assert_native
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 N = 1 << 16
-
-
-@pytest.fixture(autouse=True)
-def fresh_stats():
-    torch.metalx.reset_fallback_stats()
-    yield
-
-
-def assert_native():
-    assert torch.metalx.fallback_stats() == {}
 
 
 def ks_distance(samples, cdf):

@@ -6,6 +6,10 @@ gradients, and long lines the launcher splits into parts."""
 import pytest
 import torch
 
+from device_checks import assert_native, kernels_run
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
@@ -28,21 +32,6 @@ def check(got, ref, dtype=torch.float32, scale=1.0):
         torch.testing.assert_close(got, ref, rtol=t, atol=t * scale, equal_nan=True)
     else:
         assert torch.equal(got, ref), (got, ref)
-
-
-def assert_native():
-    assert torch.metalx.fallback_stats() == {}
-
-
-@pytest.fixture(autouse=True)
-def reset_stats():
-    torch.metalx.reset_fallback_stats()
-
-
-def kernels_run(fn):
-    with torch.metalx.profiler.profile() as prof:
-        fn()
-    return [c["name"] for c in prof.commands]
 
 
 @pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])

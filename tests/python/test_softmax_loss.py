@@ -8,6 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from device_checks import assert_native
+
+pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
+
 DEV = "metalx"
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -26,16 +30,6 @@ def assert_same(got, ref, **kw):
     got = got.cpu()
     assert got.dtype == ref.dtype and got.shape == ref.shape
     torch.testing.assert_close(got, ref, equal_nan=True, **kw)
-
-
-@pytest.fixture(autouse=True)
-def reset_stats():
-    torch.metalx.reset_fallback_stats()
-    yield
-
-
-def assert_native():
-    assert torch.metalx.fallback_stats() == {}
 
 
 def grads_of(fn, *inputs, grad_seed=1):
