@@ -28,6 +28,7 @@
 // works whatever grid can be dispatched (Metal grids are 32-bit per dimension). All
 // offsets are 64-bit.
 #include <metal_stdlib>
+#include "float64_bits.h"
 using namespace metal;
 
 // ---- parameters (mirrored by backend/ops/copy/strided_copy_params.h) ----
@@ -171,24 +172,7 @@ template [[host_name("copy_strided_16B")]] kernel decltype(copy_strided<Bits128>
 
 // ---- float64 as bits: conversions in integer arithmetic ----
 
-#define F64_SIGN 0x8000000000000000UL
-#define F64_FRAC_MASK 0x000FFFFFFFFFFFFFUL
-#define F64_IMPLICIT 0x0010000000000000UL  // 2^52, the implicit leading one
-
-// Leading zeros of a 64-bit value, from 32-bit clz (portable across MSL versions).
-inline uint clz64(ulong x) {
-  uint hi = uint(x >> 32);
-  return hi != 0 ? clz(hi) : 32u + clz(uint(x));
-}
-
-// Rounds `mag >> shift` to nearest, ties to even (0 < shift < 64).
-inline ulong shift_round_even(ulong mag, uint shift) {
-  ulong kept = mag >> shift;
-  ulong rest = mag & ((ulong(1) << shift) - 1);
-  ulong half_way = ulong(1) << (shift - 1);
-  if (rest > half_way || (rest == half_way && (kept & 1) != 0)) kept += 1;
-  return kept;
-}
+// (the bit helpers are in float64_bits.h)
 
 // float64 -> float32, round to nearest even, as static_cast<float>(double) on x86-64 and
 // arm64: overflow to inf, gradual underflow, NaN kept quiet with its sign and the top

@@ -7,6 +7,7 @@
 // cast by the launcher before they get here.
 #include <metal_stdlib>
 #include "elementwise.h"
+#include "float64_bits.h"
 #include "special_math.h"
 using namespace metal;
 
@@ -45,6 +46,14 @@ METALX_FLOAT_UNARY(sigmoid, 1.0f / (1.0f + exp(-x)))
 METALX_FLOAT_UNARY(lgamma, metalx_lgamma(x))
 METALX_FLOAT_UNARY(digamma, metalx_digamma(x))
 METALX_FLOAT_UNARY(frac, x - trunc(x))
+
+// float64 reciprocal, in integer arithmetic (float64_bits.h): GradScaler takes the
+// reciprocal of its scale in float64 every step, and a training step should not leave
+// the device for one number.
+template <> struct reciprocal_op<float64> : elementwise_fn {
+  float64 operator()(float64 x) const { return float64{f64_reciprocal(x.bits)}; }
+};
+METALX_UNARY_KERNELS(reciprocal, reciprocal_op, float64)
 
 // logit with the optional clamp of its input to [eps, 1 - eps] (scalar 0 = eps, scalar
 // 1 = 1 when eps was given).

@@ -211,7 +211,7 @@ void runWithOpmathScalarB(at::TensorIteratorBase& iter, KernelFamily& kernels, c
   const Variant variant = dense ? Variant::DenseOpmathB
                                 : unary.can_use_32bit_indexing() ? Variant::StridedOpmathB : Variant::Strided64OpmathB;
   Stream& stream = currentStream(device.index());
-  const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, variant, *kernelDtype(kernel_dtype));
+  const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, variant, *kernelDtypeFor(kernel_dtype, kernels));
   Operand operands[3] = {operandOf(unary, 0, kernel_dtype), operandOf(unary, 1, kernel_dtype), value};
   dispatch(unary, stream, pipeline, variant, operands, 3, toOpScalars(options.scalars));
   if (!tmp_out.is_same(out)) const_cast<at::Tensor&>(out).copy_(tmp_out);
@@ -259,6 +259,11 @@ std::optional<DType> kernelDtype(c10::ScalarType t) {
   return d;
 }
 
+std::optional<DType> kernelDtypeFor(c10::ScalarType t, const KernelFamily& kernels) {
+  if (t == c10::ScalarType::Double && kernels.supports(DType::Float64)) return DType::Float64;
+  return kernelDtype(t);
+}
+
 c10::ScalarType elementwiseDtype(const at::TensorIteratorBase& iter, int first_typed_input,
                                  std::optional<c10::ScalarType> known) {
   if (known) return *known;
@@ -282,7 +287,7 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
   const int ninputs = iter.ninputs();
   const c10::ScalarType kernel_dtype = elementwiseDtype(iter, options.first_typed_input, options.dtype);
   const c10::ScalarType result_dtype = kernels.predicate() ? at::kBool : kernel_dtype;
-  const std::optional<DType> dtype = kernelDtype(kernel_dtype);
+  const std::optional<DType> dtype = kernelDtypeFor(kernel_dtype, kernels);
   TORCH_INTERNAL_ASSERT(dtype && kernels.supports(*dtype), "metalx: no ", kernels.op(), " kernel for ",
                         kernel_dtype);
 

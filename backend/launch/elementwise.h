@@ -46,5 +46,8 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
 
 // torch's dtype as the kernels name it, or nullopt if no kernel has it.
 std::optional<DType> kernelDtype(c10::ScalarType t);
+// kernelDtype, plus float64 where `kernels` implement it in integer arithmetic (Metal has
+// no double; kernels/float64_bits.h).
+std::optional<DType> kernelDtypeFor(c10::ScalarType t, const KernelFamily& kernels);
 
 }  // namespace metalx::launch

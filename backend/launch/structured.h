@@ -158,7 +158,7 @@ void checkIntegerDivisor(at::TensorIteratorBase& iter);
 template <class... Args>
 void runNative(at::TensorIteratorBase& it, ElementwiseOp& def, const ElementwiseOptions& options,
                const Args&... args) {
-  const auto dtype = kernelDtype(elementwiseDtype(it, options.first_typed_input));
+  const auto dtype = kernelDtypeFor(elementwiseDtype(it, options.first_typed_input), def.kernels);
   if (dtype && def.kernels.supports(*dtype)) {
     if (def.integer_division) checkIntegerDivisor(it);
     runElementwise(it, def.kernels, options);

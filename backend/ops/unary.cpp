@@ -1,7 +1,7 @@
 // Unary math on metalx: kernels/unary.metal through the elementwise launcher
 // (backend/launch/elementwise.h), with torch's own meta functions deciding shapes,
-// dtypes and out= rules (backend/launch/structured.h). float64 and complex inputs run
-// on the CPU fallback.
+// dtypes and out= rules (backend/launch/structured.h). float64 (but reciprocal) and
+// complex inputs run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/ops/exp_meta.h>
 #include <ATen/ops/exp2_meta.h>
@@ -77,10 +77,12 @@ using launch::elementwiseOut;
 
 #define METALX_FLOAT_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kFloatTypes)
 #define METALX_EACH_FLOAT_UNARY(X)                                                                   \
-  X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt) X(rsqrt) X(reciprocal) X(sin)  \
+  X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt) X(rsqrt) X(sin)                \
   X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(tanh) X(asinh) X(acosh) X(atanh) X(erf) \
   X(erfc) X(erfinv) X(sigmoid) X(lgamma) X(digamma) X(frac)
 METALX_EACH_FLOAT_UNARY(METALX_FLOAT_UNARY)
+// reciprocal also has a float64 kernel (integer arithmetic: kernels/float64_bits.h).
+METALX_STRUCTURED_UNARY(reciprocal, reciprocal, kFloatTypes | launch::DTypeSet{launch::DType::Float64})
 
 // Ops defined on every number type (the identity for integer rounding).
 #define METALX_NUMBER_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kNumberTypes)
@@ -239,6 +241,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   METALX_EACH_FLOAT_UNARY(METALX_REGISTER_UNARY)
   METALX_EACH_NUMBER_UNARY(METALX_REGISTER_UNARY)
   METALX_REGISTER_UNARY(signbit)
+  METALX_REGISTER_UNARY(reciprocal)
   m.impl("isposinf", TORCH_FN(isposinf_functional));
   m.impl("isposinf.out", TORCH_FN(isposinf_out));
   m.impl("isneginf", TORCH_FN(isneginf_functional));

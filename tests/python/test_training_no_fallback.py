@@ -97,9 +97,6 @@ PRECISIONS = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloa
 # autocast is as far off as metalx's (gradients ~0.1 on the CNN: a small batch through
 # batch norm).
 TOLERANCE = {"float32": (1e-4, 1e-3), "float16": (2e-2, 1e-1), "bfloat16": (5e-2, 2.5e-1)}
-# Still on the CPU fallback (issue 14, open): GradScaler's float64 reciprocal of the
-# scale (float64 stays on the CPU fallback).
-OPEN = pytest.mark.xfail(strict=True, reason="GradScaler's float64 reciprocal still falls back")
 
 
 def batch(name, seed=0):
@@ -170,7 +167,7 @@ def test_training_step_is_native_and_matches_cpu(name, precision):
             assert rel_err(p, q) < 1e-5
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=OPEN) for n in MODELS])
+@pytest.mark.parametrize("name", list(MODELS))
 def test_training_with_dropout_and_grad_scaler_is_native(name):
     """Dropout on (the numbers are metalx's own) and torch.amp.GradScaler in float16."""
     x, y = (t.to(DEV) for t in batch(name))
