@@ -1,11 +1,13 @@
 // Built only with -DMETALSIM_SANITIZE=ON: an out-of-bounds write by a kernel must stop
-// with AddressSanitizer's report, not corrupt memory silently.
+// with AddressSanitizer's report, not corrupt memory silently. Run by ctest with
+// METALSIM_SHADER_VALIDATION=0 (shader validation would report the write first; see
+// test_shader_validation.cpp).
 #include "test_support.h"
 
 namespace metalx::rt::testing {
 namespace {
 
-TEST(SanitizerDeathTest, KernelWritingPastTheBufferIsCaught) {
+TEST(ValidationOffEnvDeathTest, KernelWritingPastTheBufferIsCaughtBySanitizer) {
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_DEATH(
       {

@@ -1,4 +1,5 @@
-// Writes one element past the end of its buffer: caught only in sanitized builds.
+// Writes one element past the end of its buffer: caught by shader validation (on by
+// default), and with it off by AddressSanitizer in sanitized builds.
 #include <metal_stdlib>
 using namespace metal;
 

@@ -1,6 +1,7 @@
 // What a simulated command buffer records: the commands its encoders encoded, in order.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <variant>
@@ -25,6 +26,7 @@ struct DispatchCommand {
     uint32_t index;
     metalx::rt::BufferPtr buffer;         // null for inline bytes
     size_t offset;                        // into buffer, or into inline_bytes
+    size_t length;                        // bytes of inline data (0 for a buffer)
   };
   std::vector<Binding> bindings;          // only the indices the kernel declares
   // setBytes data, each at a 16-byte aligned offset: in small_bytes when it fits (most
@@ -35,6 +37,10 @@ struct DispatchCommand {
   size_t inline_size = 0;
   unsigned char* inlineBytes() { return inline_size <= kSmallBytes ? small_bytes : large_bytes.data(); }
   size_t threadgroup_lengths[kabi::kMaxBindings] = {};
+  // For checked (run-time compiled) kernels, set when the dispatch runs: bytes from
+  // each binding to its end (shader validation), and whether the watchdog ended it.
+  uint64_t bound_lengths[kabi::kMaxBindings];
+  const std::atomic<bool>* expired = nullptr;
   std::string encoder_label;
   void releaseReferences() {
     pipeline.reset();

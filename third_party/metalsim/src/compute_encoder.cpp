@@ -108,11 +108,11 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
     if (param.bind == kabi::Bind::Buffer) {
       Slot& s = slots_[param.index];
       if (s.buffer) {
-        cmd.bindings.push_back({param.index, s.buffer, s.offset});
+        cmd.bindings.push_back({param.index, s.buffer, s.offset, 0});
       } else {
         at = (at + 15) / 16 * 16;
         std::memcpy(bytes + at, s.bytes.data(), s.bytes.size());
-        cmd.bindings.push_back({param.index, nullptr, at});
+        cmd.bindings.push_back({param.index, nullptr, at, s.bytes.size()});
         at += s.bytes.size();
       }
     } else if (param.bind == kabi::Bind::Threadgroup) {

@@ -13,6 +13,10 @@
 //   METALSIM_FIBER_STACK_KB stack of each simulated thread that synchronises (256)
 //   METALSIM_EVENT_TIMEOUT_S how long a command buffer may wait on an event before it
 //                           fails, like Metal's GPU watchdog (default 60)
+//   METALSIM_SHADER_VALIDATION 1 (default): run-time compiled kernels check every
+//                           device/constant access against its buffer binding; 0: off
+//   METALSIM_KERNEL_TIMEOUT_S a run-time compiled kernel running longer fails with a
+//                           GPU timeout error (default 10; 0: no watchdog)
 //   METALSIM_KERNEL_ISA     which build of the built-in kernels runs: auto (default),
 //                           baseline, x86-64-v3 or x86-64-v4 (kernel_isa.h)
 #pragma once
@@ -35,6 +39,8 @@ struct Config {
   size_t fiber_stack_bytes;
   double event_timeout_s;
   std::string kernel_isa;
+  bool shader_validation;
+  double kernel_timeout_s;  // 0: no watchdog
 };
 
 const Config& config();

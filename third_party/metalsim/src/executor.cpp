@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "fiber.h"
 #include "kernel_registry.h"
 #include "library.h"
+#include "watchdog.h"
 #include "worker_pool.h"
 
 namespace metalsim {
@@ -58,6 +60,7 @@ struct WorkerState {
   size_t tg_limit = 0;
   unsigned char* arena = nullptr;
   const kabi::KernelInfo* kernel = nullptr;
+  const DispatchCommand* dispatch = nullptr;  // the dispatch whose groups run here
   // Per-group data for fiber mode.
   const kabi::Launch* launch = nullptr;
   const kabi::GroupMemory* memory = nullptr;
@@ -114,6 +117,95 @@ void apiSimd(kabi::SimdRequest* request) { blockLane(LaneState::AtSimd, request-
 const kabi::HostApi& api() {
   static const kabi::HostApi table = {kabi::kAbiVersion, &apiTgAlloc, &apiBarrier, &apiSimd, &apiFail,
                                       fiberStackSpan()};
+  return table;
+}
+
+// ---- the table of checked kernels: shader validation and the watchdog ----
+
+std::string u3(kabi::U3 v) {
+  return "(" + std::to_string(v.x) + ", " + std::to_string(v.y) + ", " + std::to_string(v.z) + ")";
+}
+
+void apiWatchdogCheck() {
+  WorkerState* w = t_worker;
+  if (!w || !w->dispatch || !w->dispatch->expired || !w->dispatch->expired->load(std::memory_order_acquire)) return;
+  const long long limit = static_cast<long long>(config().kernel_timeout_s);
+  throw KernelFault("Caused GPU Timeout Error (00000002:kIOAccelCommandBufferCallbackErrorTimeout): the kernel ran "
+                    "longer than METALSIM_KERNEL_TIMEOUT_S=" + std::to_string(limit) +
+                    " s and was stopped, as a GPU's watchdog stops it (a loop that never ends, such as a "
+                    "wait for a flag nobody sets?)");
+}
+
+const uint64_t* apiBoundLengths() {
+  WorkerState* w = t_worker;
+  if (!w || !w->dispatch) throw KernelFault("buffer lengths asked for outside a running kernel");
+  return w->dispatch->bound_lengths;
+}
+
+// "const char* metalsim_checked::typeSpelling() [with T = metal::vec<float, 4>]" -> "float4":
+// the element type of a checked access as the kernel's author would write it in MSL.
+std::string typeFromSpelling(const char* spelling) {
+  std::string s = spelling ? spelling : "";
+  size_t at = s.find("T = ");
+  if (at == std::string::npos) return "?";
+  s = s.substr(at + 4);
+  int depth = 0;
+  size_t end = 0;
+  for (; end < s.size(); ++end) {
+    char c = s[end];
+    if (c == '<') ++depth;
+    if (c == '>') --depth;
+    if (depth == 0 && (c == ']' || c == ';')) break;
+  }
+  s = s.substr(0, end);
+  static const std::pair<std::regex, std::string> msl[] = {
+      {std::regex("metal::"), ""},
+      {std::regex("\\blong unsigned int\\b|\\bunsigned long\\b"), "ulong"},
+      {std::regex("\\blong int\\b"), "long"},
+      {std::regex("\\bunsigned int\\b"), "uint"},
+      {std::regex("\\bshort unsigned int\\b|\\bunsigned short\\b"), "ushort"},
+      {std::regex("\\bshort int\\b"), "short"},
+      {std::regex("\\bunsigned char\\b"), "uchar"},
+      {std::regex("\\bsigned char\\b"), "char"},
+      {std::regex("\\b_Float16\\b"), "half"},
+      {std::regex("\\bvec<(\\w+), (\\d)>"), "$1$2"},
+      {std::regex("\\bpacked_vec<(\\w+), (\\d)>"), "packed_$1$2"},
+      {std::regex("\\batomic<(\\w+)>"), "atomic_$1"},
+  };
+  for (const auto& [pattern, replacement] : msl) s = std::regex_replace(s, pattern, replacement);
+  return s;
+}
+
+[[noreturn]] void apiViolation(const checked_abi::Access* a) {
+  WorkerState* w = t_worker;
+  if (!w || !w->dispatch || !w->kernel) throw KernelFault("out-of-bounds access outside a running kernel");
+  const auto base = reinterpret_cast<uintptr_t>(a->base), end = reinterpret_cast<uintptr_t>(a->end),
+             at = reinterpret_cast<uintptr_t>(a->address);
+  const long long offset = static_cast<long long>(at - base);
+  std::string argument = "a buffer argument";
+  for (uint32_t p = 0; p < w->kernel->param_count; ++p) {
+    const kabi::Param& param = w->kernel->params[p];
+    if (param.bind == kabi::Bind::Buffer && w->dispatch->launch.buffers[param.index] == a->base) {
+      argument = "argument '" + std::string(param.name ? param.name : "?") + "' [[buffer(" +
+                 std::to_string(param.index) + ")]]";
+      break;
+    }
+  }
+  const kabi::ThreadIds* ids = w->fiber_mode && w->lane ? &w->lane->ids : a->ids;
+  std::string thread = ids ? "thread " + u3(ids->thread_position_in_grid) + " [[thread_position_in_grid]] of threadgroup " +
+                                 u3(ids->threadgroup_position_in_grid)
+                           : "a thread";
+  throw KernelFault("invalid device memory access (shader validation; on a GPU: Caused GPU Address Fault Error, "
+                    "kIOGPUCommandBufferCallbackErrorPageFault): " + thread + " accessed " + argument + " as " +
+                    typeFromSpelling(a->type) + " (" + std::to_string(a->size) + " bytes) at byte offset " +
+                    std::to_string(offset) + ", outside the " + std::to_string(end - base) +
+                    " bytes bound from its offset to the buffer's end; nothing outside the buffer was "
+                    "touched (METALSIM_SHADER_VALIDATION=0 turns these checks off)");
+}
+
+const checked_abi::Api& checkedTable() {
+  static const checked_abi::Api table = {checked_abi::kVersion, Watchdog::instance().alarm(), &apiWatchdogCheck,
+                                         &apiBoundLengths, &apiViolation};
   return table;
 }
 
@@ -277,6 +369,8 @@ void runGroupFibers(WorkerState& w, const kabi::Launch& L, const kabi::GroupMemo
   }
 }
 
+void runGrid(DispatchCommand& d);  // every threadgroup of the dispatch (below)
+
 void runGroups(DispatchCommand& d, size_t begin, size_t end) {
   WorkerState& w = worker();
   const kabi::KernelInfo& k = d.pipeline->kernel();
@@ -297,6 +391,7 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
   w.tg_static_begin = offset;
   w.tg_limit = tg_limit;
   w.kernel = &k;
+  w.dispatch = &d;
   w.fiber_mode = k.uses_sync;
   const bool per_thread_loop = !k.uses_sync && k.declares_threadgroup_memory;
   const kabi::U3 n = d.groups;
@@ -323,12 +418,15 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
     }
   } catch (const KernelFault& e) {
     w.kernel = nullptr;
+    w.dispatch = nullptr;
     throw std::runtime_error(std::string("kernel '") + k.name + "': " + e.what());
   } catch (...) {
     w.kernel = nullptr;
+    w.dispatch = nullptr;
     throw;
   }
   w.kernel = nullptr;
+  w.dispatch = nullptr;
   if (k.declares_threadgroup_memory)
     d.pipeline->kernels().recordStaticThreadgroupMemory(&k, tg_high_water - w.tg_static_begin);
 }
@@ -336,11 +434,34 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
 }  // namespace
 
 const kabi::HostApi& hostApi() { return api(); }
+const checked_abi::Api& checkedApi() { return checkedTable(); }
 
 void runDispatch(DispatchCommand& d) {
   for (auto& b : d.bindings)
     d.launch.buffers[b.index] = b.buffer ? static_cast<unsigned char*>(b.buffer->contents()) + b.offset
                                          : d.inlineBytes() + b.offset;
+  if (d.pipeline->kernels().checked()) {
+    for (auto& b : d.bindings)
+      d.bound_lengths[b.index] = b.buffer ? b.buffer->length() - b.offset : b.length;
+    if (config().kernel_timeout_s > 0) {
+      Watchdog::Deadline deadline(Watchdog::instance(), config().kernel_timeout_s);
+      d.expired = &deadline.flag();
+      try {
+        runGrid(d);
+      } catch (...) {
+        d.expired = nullptr;
+        throw;
+      }
+      d.expired = nullptr;
+      return;
+    }
+  }
+  runGrid(d);
+}
+
+namespace {
+
+void runGrid(DispatchCommand& d) {
   size_t groups = size_t(d.groups.x) * d.groups.y * d.groups.z;
   size_t threads_per_group = size_t(d.launch.threads_per_threadgroup.x) *
                              d.launch.threads_per_threadgroup.y * d.launch.threads_per_threadgroup.z;
@@ -365,5 +486,7 @@ void runDispatch(DispatchCommand& d) {
   WorkerPool::instance().parallelFor(groups - first,
                                      [&](size_t b, size_t e) { runGroups(d, first + b, first + e); });
 }
+
+}  // namespace
 
 }  // namespace metalsim

@@ -6,12 +6,15 @@
 #include <memory>
 #include <string>
 
+#include "metalsim/checked_abi.h"
 #include "metalsim/kernel_abi.h"
 
 namespace metalsim {
 
 // The table of simulator functions that translated kernels call (executor.cpp).
 const kabi::HostApi& hostApi();
+// The table run-time compiled kernels with validation or the watchdog get (executor.cpp).
+const checked_abi::Api& checkedApi();
 
 class KernelSet {
  public:
@@ -29,10 +32,16 @@ class KernelSet {
   uint64_t staticThreadgroupMemory(const kabi::KernelInfo* kernel) const;
   void recordStaticThreadgroupMemory(const kabi::KernelInfo* kernel, uint64_t bytes) const;
 
+  // Whether the kernels were compiled with shader validation or loop checks (their
+  // library exported metalsim_checked_entry and got checkedApi()).
+  bool checked() const { return checked_; }
+  void setChecked() { checked_ = true; }
+
  private:
   std::map<std::string, const kabi::KernelInfo*> kernels_;
   mutable std::map<const kabi::KernelInfo*, std::atomic<uint64_t>> static_tg_;
   std::shared_ptr<void> keep_alive_;
+  bool checked_ = false;
 };
 
 }  // namespace metalsim

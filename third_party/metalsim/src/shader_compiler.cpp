@@ -105,7 +105,8 @@ const std::string& toolchainIdentity() {
     std::string version = runCapture(shellQuote(config().cxx) + " --version", &status);
     const PreludePaths& p = preludePaths();
     std::string prelude = readFile(p.prelude_dir + "/metal_stdlib") +
-                          readFile(p.include_dir + "/metalsim/kernel_abi.h");
+                          readFile(p.include_dir + "/metalsim/kernel_abi.h") +
+                          readFile(p.include_dir + "/metalsim/checked_abi.h");
     if (DIR* d = opendir((p.prelude_dir + "/metalsim_prelude").c_str())) {
       std::vector<std::string> names;
       while (dirent* e = readdir(d)) names.push_back(e->d_name);
@@ -262,6 +263,10 @@ CompiledKernels compileKernels(const std::string& source, const metalx::rt::Comp
                                const metalx::rt::FunctionConstantValues& constants) {
   TranslateOptions topt;
   topt.source_name = options.source_name;
+  // Run-time compiled kernels are the ones users write: checked by default (as Metal's
+  // shader validation would), and stopped by the watchdog when they run too long.
+  topt.checked_pointers = config().shader_validation;
+  topt.loop_watchdog = config().kernel_timeout_s > 0;
   for (const auto& c : constants) topt.function_constants.push_back(translatorValue(c));
   TranslateResult translated;
   try {
@@ -322,7 +327,12 @@ CompiledKernels compileKernels(const std::string& source, const metalx::rt::Comp
       *why = "compiled shader has no entry point (" + so_path + ")";
       return nullptr;
     }
-    return std::make_shared<KernelSet>(entry, module);
+    auto kernels = std::make_shared<KernelSet>(entry, module);
+    if (auto checked = reinterpret_cast<checked_abi::EntryFn>(dlsym(handle, checked_abi::kEntryName))) {
+      checked(&checkedApi());
+      kernels->setChecked();
+    }
+    return kernels;
   };
   if (!cached) compile();
   std::string why;

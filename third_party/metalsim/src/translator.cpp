@@ -111,6 +111,7 @@ struct KernelParam {
   std::string function_constant;  // [[function_constant(x)]]: present only if x is true
   size_t first_tok = 0;
   std::string type_text;  // the declaration before the name ("" when not plain)
+  size_t type_first = 0, type_last = 0;  // its tokens, when type_text is set
 };
 
 struct KernelDef {
@@ -184,6 +185,7 @@ class Translator {
     findKernels();
     findFunctionBodies();
     classifySync();
+    if (opt_.checked_pointers) findDevicePointerTypes();
     std::string body = rewriteSource();
     TranslateResult result;
     result.cpp = emit(body, result.kernels);
@@ -207,6 +209,13 @@ class Translator {
     const FunctionConstantValue* value = nullptr;
   };
   std::vector<FunctionConstant> constants_;
+  // Shader validation: `device T*` spellings to replace by checked pointer types.
+  struct PointerType {
+    size_t first, last;  // tokens replaced (inclusive)
+    std::string replacement;
+  };
+  std::vector<PointerType> pointer_types_;
+  std::vector<size_t> cast_keywords_;  // reinterpret_cast/const_cast of a checked pointer type
 
   // "file:line" of a byte of the source, following #line directives (the include
   // expander's, so a problem in an included header is reported where it is).
@@ -580,7 +589,11 @@ class Translator {
       if (name != std::string::npos && name > b) {
         bool plain = true;
         for (size_t k = name + 1; k < e; ++k) plain = plain && toks_[k].kind == Tok::Attr;
-        if (plain) p.type_text = text(b, name - 1);
+        if (plain) {
+          p.type_text = text(b, name - 1);
+          p.type_first = b;
+          p.type_last = name - 1;
+        }
       }
       std::string binding;
       size_t at = attr == std::string::npos ? b : attr;
@@ -743,6 +756,11 @@ class Translator {
     for (const Token& t : toks_)
       if (t.kind == Tok::Attr && !inConstant(t.begin)) edits.push_back({t.begin, t.end, ""});
     for (const KernelDef& k : kernels_) rewriteThreadgroupDecls(k, edits);
+    for (const PointerType& p : pointer_types_)
+      edits.push_back({toks_[p.first].begin, toks_[p.last].end, p.replacement});
+    // A checked pointer is a class: reinterpret_cast/const_cast to one is spelled static_cast.
+    for (size_t k : cast_keywords_) edits.push_back({toks_[k].begin, toks_[k].end, "static_cast"});
+    if (opt_.loop_watchdog) addLoopChecks(edits);
     // A function the source defines with the name of one of C's float math functions
     // (PyTorch's c10/metal/expm1f.h defines expm1f): the host's <cmath> declares C's
     // globally, where a GPU has none, which would make calls ambiguous. The source's
@@ -761,7 +779,11 @@ class Translator {
                            "; static constexpr bool metalsim_fc_defined_" + c.decl.name + " = " +
                            (c.value ? "true" : "false") + ";"});
     }
-    std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.begin > b.begin; });
+    // Back to front; at one position a replacement goes before an insertion there, so
+    // the inserted text lands in front of the replaced text, not inside its range.
+    std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) {
+      return a.begin != b.begin ? a.begin > b.begin : a.end > b.end;
+    });
     std::string out = src_;
     for (const Edit& e : edits) {
       // Keep the line structure: the replacement, then the newlines the range had,
@@ -823,6 +845,155 @@ class Translator {
     }
   }
 
+  // ---- shader validation and the watchdog ----
+
+  // Token ranges of struct/class/union bodies: their pointer members keep their type,
+  // since a struct read from a buffer must keep the buffer's layout.
+  std::vector<std::pair<size_t, size_t>> classBodies() const {
+    std::vector<std::pair<size_t, size_t>> bodies;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (!punct(i, "{") || i == 0 || punct(i - 1, ")")) continue;
+      bool is_class = false;
+      for (size_t k = i; k-- > 0;) {
+        if (punct(k, ";") || punct(k, "{") || punct(k, "}")) break;
+        if (toks_[k].kind == Tok::Punct && (toks_[k].text == ")" || toks_[k].text == "]") &&
+            match_[k] != std::string::npos)
+          k = match_[k];
+        else if (is(k, Tok::Ident, "struct") || is(k, Tok::Ident, "class") || is(k, Tok::Ident, "union"))
+          is_class = true;
+        else if (is(k, Tok::Ident, "enum"))
+          break;
+      }
+      if (is_class) bodies.push_back({i, match_[i]});
+    }
+    return bodies;
+  }
+
+  static bool isCv(const Token& t) {
+    return t.kind == Tok::Ident && (t.text == "const" || t.text == "volatile");
+  }
+
+  // Every `[cv] device|constant [cv] TYPE [cv] *` outside struct bodies becomes
+  // `metalsim_dptr<[cv] TYPE>` (constant adds const). Pointers to pointers and
+  // spellings this cannot parse are left alone (they bind, unchecked).
+  void findDevicePointerTypes() {
+    const auto bodies = classBodies();
+    auto inClass = [&](size_t tok) {
+      for (const auto& b : bodies)
+        if (tok > b.first && tok < b.second) return true;
+      return false;
+    };
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (!is(i, Tok::Ident, "device") && !is(i, Tok::Ident, "constant")) continue;
+      if (inClass(i)) continue;
+      bool is_const = toks_[i].text == "constant", is_volatile = false;
+      size_t first = i;
+      while (first > 0 && isCv(toks_[first - 1])) --first;
+      for (size_t k = first; k < i; ++k) (toks_[k].text == "const" ? is_const : is_volatile) = true;
+      size_t j = i + 1;
+      auto cv = [&] {
+        while (j < toks_.size() && isCv(toks_[j])) (toks_[j++].text == "const" ? is_const : is_volatile) = true;
+      };
+      cv();
+      size_t type_first = j;
+      bool ok = j < toks_.size();
+      while (ok && j < toks_.size() && !punct(j, "*")) {
+        const Token& t = toks_[j];
+        if (isCv(t)) {
+          cv();
+          continue;
+        }
+        if (t.kind == Tok::Ident || punct(j, "::")) {
+          ++j;
+        } else if (punct(j, "<")) {
+          size_t close = matchAngle(j);
+          if (close == std::string::npos) ok = false;
+          else j = close + 1;
+        } else {
+          ok = false;
+        }
+      }
+      if (!ok || j >= toks_.size() || j == type_first) continue;
+      size_t star = j;
+      if (punct(star + 1, "*") || punct(star + 1, "&")) continue;
+      std::string type;
+      for (size_t k = type_first; k < star;) {
+        if (isCv(toks_[k])) {
+          ++k;
+          continue;
+        }
+        size_t e = k;
+        while (e + 1 < star && !isCv(toks_[e + 1])) ++e;
+        type += (type.empty() ? "" : " ") + text(k, e);
+        k = e + 1;
+      }
+      std::string cvs = std::string(is_const ? "const " : "") + (is_volatile ? "volatile " : "");
+      size_t last = star;
+      std::string prefix;
+      if (is(star + 1, Tok::Ident, "const")) {  // `device float* const p`
+        prefix = "const ";
+        last = star + 1;
+      }
+      if (is(last + 1, Tok::Ident, "__restrict") || is(last + 1, Tok::Ident, "__restrict__"))
+        ++last;  // no meaning for a class type; the checked pointer does not need it
+      pointer_types_.push_back({first, last, prefix + "metalsim_dptr<" + cvs + type + ">"});
+      // reinterpret_cast<device T*>(x): a class type needs static_cast.
+      if (first >= 2 && punct(first - 1, "<") &&
+          (is(first - 2, Tok::Ident, "reinterpret_cast") || is(first - 2, Tok::Ident, "const_cast")))
+        cast_keywords_.push_back(first - 2);
+      i = last;
+    }
+  }
+
+  // The source text of tokens [a, b] with checked pointer types substituted (for
+  // parameter types spelled again in the wrappers).
+  std::string rewrittenText(size_t a, size_t b) const {
+    std::string out;
+    size_t k = a;
+    while (k <= b) {
+      const PointerType* hit = nullptr;
+      for (const PointerType& p : pointer_types_)
+        if (p.first == k && p.last <= b) hit = &p;
+      size_t e = hit ? hit->last : k;
+      if (!out.empty()) out += ' ';
+      out += hit ? hit->replacement : text(k, e);
+      k = e + 1;
+    }
+    return out;
+  }
+
+  // Each loop condition first calls metalsim_checked::tick() (the watchdog): `while (c)`
+  // and `do ... while (c)` become `while (tick() && (c))`, `for (i; c; n)` becomes
+  // `for (i; tick() && (c); n)`. Range-for loops end by themselves and are left alone.
+  void addLoopChecks(std::vector<Edit>& edits) const {
+    const std::string tick = "metalsim_checked::tick()";
+    for (size_t i = 0; i + 1 < toks_.size(); ++i) {
+      bool is_while = is(i, Tok::Ident, "while"), is_for = is(i, Tok::Ident, "for");
+      if ((!is_while && !is_for) || !punct(i + 1, "(")) continue;
+      size_t lp = i + 1, rp = match_[lp];
+      if (rp == std::string::npos) continue;
+      size_t cond_begin = lp, cond_end = rp;  // the condition lies strictly between
+      if (is_for) {
+        std::vector<size_t> semis;
+        for (size_t k = lp + 1; k < rp; ++k) {
+          if (toks_[k].kind == Tok::Punct && (toks_[k].text == "(" || toks_[k].text == "[" || toks_[k].text == "{"))
+            k = match_[k];
+          else if (punct(k, ";"))
+            semis.push_back(k);
+        }
+        if (semis.size() != 2) continue;
+        cond_begin = semis[0];
+        cond_end = semis[1];
+      }
+      if (cond_end == cond_begin + 1) {
+        edits.push_back({toks_[cond_begin].end, toks_[cond_begin].end, " " + tick + " "});
+      } else {
+        edits.push_back({toks_[cond_begin].end, toks_[cond_begin].end, tick + " && ("});
+        edits.push_back({toks_[cond_end].begin, toks_[cond_end].begin, ")"});
+      }
+    }
+  }
+
   // ---- generated wrappers ----
 
   // The kernel's function pointer type. Spelled out from its parameters for a plain
@@ -836,7 +1007,11 @@ class Translator {
     for (const KernelParam& p : d.params) spelled = spelled && !p.type_text.empty();
     if (!spelled) return "decltype(&" + en.callee + ")";
     std::string t = "void (*)(";
-    for (size_t p = 0; p < d.params.size(); ++p) t += (p ? ", " : "") + d.params[p].type_text;
+    for (size_t p = 0; p < d.params.size(); ++p) {
+      const KernelParam& kp = d.params[p];
+      t += (p ? ", " : "") +
+           (pointer_types_.empty() ? kp.type_text : rewrittenText(kp.type_first, kp.type_last));
+    }
     return t + ")";
   }
 
@@ -866,12 +1041,18 @@ class Translator {
       addEntry(in.host_name, in.qualified ? in.template_id : def->scope + in.template_id, def, in.where);
     }
 
+    // Validation and the watchdog need the checked prelude and the simulator's table
+    // of their functions (metalsim/checked_abi.h).
+    const bool checks = opt_.checked_pointers || opt_.loop_watchdog;
+    const bool validate = opt_.checked_pointers;
     std::ostringstream o;
     o << "// Generated by metalsim from " << opt_.source_name << ". Do not edit.\n"
       // glue.h first: it includes standard headers, which must come before the
       // prelude's address-space macros (thread, device, ...).
       << "#include \"metalsim_prelude/glue.h\"\n"
+      << (checks ? "#include \"metalsim/checked_abi.h\"\n" : "")
       << "#include \"metal_stdlib\"\n"
+      << (checks ? "#include \"metalsim_prelude/checked.h\"\n" : "")
       << "#define is_function_constant_defined(name) metalsim_fc_defined_##name\n"
       << "#line 1 \"" << opt_.source_name << "\"\n"
       << body << "\n"
@@ -895,7 +1076,8 @@ class Translator {
       // overloaded with it by the source's `using namespace metal;`.
       o << "using msim_fn_" << n << " = " << functionPointerType(en) << ";\n"
         << "inline void msim_call_" << n
-        << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) {\n"
+        << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t"
+        << (validate ? ", const uint64_t* lengths" : "") << ") {\n"
         << "  (void)L; (void)M; (void)t;\n  static_cast<msim_fn_" << n << ">(&" << en.callee << ")(";
       std::vector<const KernelParam*> bound;
       for (size_t p = 0; p < d.params.size(); ++p) {
@@ -906,15 +1088,22 @@ class Translator {
           continue;
         }
         bound.push_back(&kp);
-        o << "metalsim_kernel_ns::bindArg<msim_fn_" << n << ", " << p << ", msk::Bind::" << kp.bind << ", "
-          << kp.index << ">(L, M, t)";
+        if (validate && kp.bind == "Buffer")
+          o << "metalsim_checked::bindBuffer<msim_fn_" << n << ", " << p << ", " << kp.index << ">(L, t, lengths)";
+        else
+          o << "metalsim_kernel_ns::bindArg<msim_fn_" << n << ", " << p << ", msk::Bind::" << kp.bind << ", "
+            << kp.index << ">(L, M, t)";
       }
+      // With validation the bindings' lengths are fetched once per threadgroup.
+      const char* lengths_decl = validate ? "const uint64_t* lengths = metalsim_checked::boundLengths(); " : "";
+      const char* lengths_arg = validate ? ", lengths" : "";
       o << ");\n}\n"
         << "void msim_group_" << n << "(const msk::Launch& L, const msk::GroupMemory& M, msk::U3 g) {\n"
-        << "  msk::forEachThread(L, g, [&](const msk::ThreadIds& t) { msim_call_" << n << "(L, M, t); });\n}\n"
+        << "  " << lengths_decl << "msk::forEachThread(L, g, [&](const msk::ThreadIds& t) { msim_call_" << n
+        << "(L, M, t" << lengths_arg << "); });\n}\n"
         << "void msim_thread_" << n
-        << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) { msim_call_"
-        << n << "(L, M, t); }\n"
+        << "(const msk::Launch& L, const msk::GroupMemory& M, const msk::ThreadIds& t) { " << lengths_decl
+        << "msim_call_" << n << "(L, M, t" << lengths_arg << "); }\n"
         << "const msk::Param msim_params_" << n << "[] = {";
       for (const KernelParam* kp : bound)
         o << "{msk::Bind::" << kp->bind << ", " << kp->index << ", \"" << kp->name << "\"}, ";
@@ -935,6 +1124,9 @@ class Translator {
       << "  metalsim_kernel_ns::host_api = r->api;\n";
     for (size_t e = 0; e < entries.size(); ++e) o << "  r->add(r, &msim_info_" << e << ");\n";
     o << "}\n";
+    if (checks)
+      o << "extern \"C\" void metalsim_checked_entry(const ::metalsim::checked_abi::Api* api) {\n"
+        << "  metalsim_checked::attach(api);\n}\n";
     return o.str();
   }
 };

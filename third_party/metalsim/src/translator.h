@@ -12,6 +12,9 @@
 //   - function constants become constexpr values of this compile's specialisation,
 //     and parameters conditional on one ([[function_constant(x)]]) are bound only
 //     when it is true;
+//   - with shader validation, `device T*` / `constant T*` types become checked
+//     pointers, and with the watchdog every loop condition gains a deadline check
+//     (run-time compiles only; see TranslateOptions);
 //   - after the source, a wrapper per kernel binds arguments from a dispatch, and a
 //     registration function lists the kernels with their bindings.
 // Before all this, function-like macros that declare kernels are expanded where they
@@ -48,6 +51,12 @@ struct TranslateOptions {
   std::string source_name = "<source>";  // used in #line and in error messages
   std::string entry_name = "metalsim_library_entry";
   std::vector<FunctionConstantValue> function_constants;  // undefined when absent
+  // Shader validation (run-time compiles only): device and constant pointer types become
+  // checked pointers (prelude/metalsim_prelude/checked.h) bound to their buffer's range.
+  bool checked_pointers = false;
+  // The kernel watchdog (run-time compiles only): every loop condition first checks
+  // whether the dispatch has passed its deadline.
+  bool loop_watchdog = false;
 };
 
 struct TranslatedKernel {

@@ -1,0 +1,197 @@
+// Shader validation and the kernel watchdog of run-time compiled kernels: an access
+// outside a buffer binding fails the command buffer with a message naming kernel,
+// argument, offset, type and thread, touching nothing outside; a kernel that never
+// ends is stopped with a GPU timeout error (suite KernelTimeoutEnv, run by ctest with
+// METALSIM_KERNEL_TIMEOUT_S=1); the queue keeps working after both.
+#include <chrono>
+#include <cstring>
+
+#include "api_fixture.h"
+
+namespace metalx::rt::testing {
+namespace {
+
+CompileOptions named(const char* name) {
+  CompileOptions o;
+  o.source_name = name;
+  return o;
+}
+
+const char* kHeader = "#include <metal_stdlib>\nusing namespace metal;\n";
+
+class ShaderValidation : public ApiTest {
+ protected:
+  LibraryPtr compile(const std::string& body, const char* name = "user.metal") {
+    return dev().compileLibrary(std::string(kHeader) + body, named(name));
+  }
+  // Runs `kernel` of `lib` over `threads` threads with `buffers` bound at 0, 1, ...
+  // (each at its offset); returns the command buffer's error ("" when it completed).
+  std::string run(const LibraryPtr& lib, const char* kernel, std::vector<std::pair<BufferPtr, size_t>> buffers,
+                  uint32_t threads, uint32_t group = 1) {
+    auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+      e.setComputePipeline(lib->newComputePipeline(kernel));
+      for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, uint32_t(i));
+      e.dispatchThreads({threads, 1, 1}, {group, 1, 1});
+    });
+    return cb->status() == CommandBufferStatus::Error ? cb->error() : "";
+  }
+};
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_F(ShaderValidation, WriteFarPastTheEndFailsNamingKernelArgumentOffsetTypeAndThread) {
+  auto lib = compile(
+      "kernel void far_write(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+      "  out[i + 1000000] = 1.0f;\n"
+      "}\n");
+  auto data = bufferFrom(std::vector<float>(16, 5.0f));
+  const std::string err = run(lib, "far_write", {{data, 0}}, 16, 4);
+  EXPECT_TRUE(has(err, "kernel 'far_write'")) << err;
+  EXPECT_TRUE(has(err, "argument 'out' [[buffer(0)]]")) << err;
+  EXPECT_TRUE(has(err, "as float (4 bytes) at byte offset 4000000")) << err;
+  EXPECT_TRUE(has(err, "outside the 64 bytes bound")) << err;
+  EXPECT_TRUE(has(err, "thread (0, 0, 0) [[thread_position_in_grid]]")) << err;
+  EXPECT_TRUE(has(err, "Caused GPU Address Fault Error")) << err;
+  for (float v : read<float>(data, 16)) EXPECT_EQ(v, 5.0f);
+  expectQueueStillWorks();
+}
+
+TEST_F(ShaderValidation, RangeStartsAtTheBindingOffsetAndEndsAtTheBuffer) {
+  // The buffer holds 32 ints, bound from element 8: index -1 is before the binding,
+  // index 23 the last element of the buffer, index 24 past its end.
+  auto lib = compile(
+      "kernel void poke(device int* p [[buffer(0)]], constant int& at [[buffer(1)]],\n"
+      "                 uint i [[thread_position_in_grid]]) {\n"
+      "  p[at] = 7;\n"
+      "}\n");
+  std::vector<int> init(32);
+  for (int i = 0; i < 32; ++i) init[i] = i;
+  for (int at : {-1, 23, 24}) {
+    auto data = bufferFrom(init);
+    auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+      e.setComputePipeline(lib->newComputePipeline("poke"));
+      e.setBuffer(data, 8 * sizeof(int), 0);
+      e.setBytes(&at, sizeof at, 1);
+      e.dispatchThreads({1, 1, 1}, {1, 1, 1});
+    });
+    std::vector<int> expected = init;
+    if (at == 23) {
+      EXPECT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
+      expected[31] = 7;
+    } else {
+      ASSERT_EQ(cb->status(), CommandBufferStatus::Error);
+      EXPECT_TRUE(has(cb->error(), "at byte offset " + std::to_string(at * 4) + ", outside the 96 bytes"))
+          << cb->error();
+    }
+    EXPECT_EQ(read<int>(data, 32), expected) << "at " << at;
+  }
+}
+
+TEST_F(ShaderValidation, ConstantReferenceLargerThanItsBindingIsReported) {
+  auto lib = compile(
+      "struct Params { uint n; float scale; float bias; };\n"
+      "kernel void scale(device float* out [[buffer(0)]], constant Params& p [[buffer(1)]],\n"
+      "                  uint i [[thread_position_in_grid]]) { out[i] = p.scale; }\n");
+  auto out = bufferFrom(std::vector<float>(4, 0.0f));
+  uint32_t n = 4;  // 4 bytes where the kernel reads 12
+  auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+    e.setComputePipeline(lib->newComputePipeline("scale"));
+    e.setBuffer(out, 0, 0);
+    e.setBytes(&n, sizeof n, 1);
+    e.dispatchThreads({4, 1, 1}, {4, 1, 1});
+  });
+  ASSERT_EQ(cb->status(), CommandBufferStatus::Error);
+  EXPECT_TRUE(has(cb->error(), "argument 'p' [[buffer(1)]] as Params (12 bytes) at byte offset 0")) << cb->error();
+}
+
+TEST_F(ShaderValidation, RealWorldKernelStylesRunAsBefore) {
+  // Loops over p[i], float4 casts, struct pointers, atomics, pointer arithmetic,
+  // helpers taking device pointers (plain and template), threadgroup memory, barriers.
+  auto lib = compile(
+      "struct Pair { float a; float b; };\n"
+      "inline void put(device float* p, uint i, float v) { p[i] = v; }\n"
+      "template <typename T> inline T get(const device T* p, uint i) { return p[i]; }\n"
+      "kernel void styles(device float* out [[buffer(0)]], const device float* x [[buffer(1)]],\n"
+      "                   device atomic_uint* count [[buffer(2)]], device Pair* pairs [[buffer(3)]],\n"
+      "                   uint i [[thread_position_in_grid]], uint l [[thread_position_in_threadgroup]]) {\n"
+      "  threadgroup float shared[8];\n"
+      "  shared[l] = x[i];\n"
+      "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+      "  float s = 0;\n"
+      "  for (uint k = 0; k < 8; ++k) s += shared[k];\n"
+      "  const device float4* x4 = (const device float4*)x;\n"
+      "  float4 v = x4[i / 4];\n"
+      "  device float* row = out + i;\n"
+      "  put(row, 0, s + v[i % 4] + get(x, i));\n"
+      "  atomic_fetch_add_explicit(count, 1u, memory_order_relaxed);\n"
+      "  device Pair* pr = pairs + i;\n"
+      "  pr->a = float(i);\n"
+      "  (*pr).b = pr->a * 2;\n"
+      "}\n");
+  std::vector<float> xs(8);
+  for (int i = 0; i < 8; ++i) xs[i] = float(i + 1);
+  auto out = bufferFrom(std::vector<float>(8, 0.0f));
+  auto x = bufferFrom(xs);
+  auto count = bufferFrom(std::vector<uint32_t>(1, 0));
+  auto pairs = bufferFrom(std::vector<float>(16, 0.0f));
+  EXPECT_EQ(run(lib, "styles", {{out, 0}, {x, 0}, {count, 0}, {pairs, 0}}, 8, 8), "");
+  auto o = read<float>(out, 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(o[i], 36.0f + 2 * xs[i]) << i;
+  EXPECT_EQ(read<uint32_t>(count, 1)[0], 8u);
+  auto p = read<float>(pairs, 16);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(p[2 * i + 1], 2.0f * i);
+}
+
+TEST_F(ShaderValidation, CastPointerKeepsTheRangeAndSynchronisingKernelsNameTheThread) {
+  // float4 access through a cast, in a kernel that runs on fibers (barrier): the last
+  // float4 reaches 4 bytes past the 60-byte binding.
+  auto lib = compile(
+      "kernel void vec_read(device float* out [[buffer(0)]], const device float* x [[buffer(1)]],\n"
+      "                     uint i [[thread_position_in_grid]]) {\n"
+      "  threadgroup_barrier(mem_flags::mem_none);\n"
+      "  const device float4* x4 = (const device float4*)x;\n"
+      "  out[i] = x4[i].x;\n"
+      "}\n");
+  auto out = bufferFrom(std::vector<float>(4, 0.0f));
+  auto x = bufferFrom(std::vector<float>(16, 1.0f));
+  const std::string err = run(lib, "vec_read", {{out, 0}, {x, 4}}, 4, 4);
+  EXPECT_TRUE(has(err, "argument 'x' [[buffer(1)]] as float4 (16 bytes) at byte offset 48, outside the 60 bytes"))
+      << err;
+  EXPECT_TRUE(has(err, "thread (3, 0, 0)")) << err;
+}
+
+// ---------------------------------------------------------------- the watchdog
+
+class KernelTimeoutEnv : public ShaderValidation {
+ protected:
+  void SetUp() override {
+    if (!envIs("METALSIM_KERNEL_TIMEOUT_S", "1")) GTEST_SKIP() << "needs METALSIM_KERNEL_TIMEOUT_S=1";
+    ShaderValidation::SetUp();
+  }
+};
+
+TEST_F(KernelTimeoutEnv, SpinningKernelsEndWithAGpuTimeoutErrorAndTheQueueKeepsWorking) {
+  auto lib = compile(
+      "kernel void spin(device atomic_int* flag [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+      "  while (atomic_load_explicit(flag, memory_order_relaxed) == 0) {}\n"
+      "}\n"
+      "kernel void spin_fibers(device int* flag [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+      "  threadgroup_barrier(mem_flags::mem_none);\n"
+      "  for (;;) { if (((volatile device int*)flag)[0] != 0) break; }\n"
+      "}\n");
+  for (const char* kernel : {"spin", "spin_fibers"}) {
+    auto flag = bufferFrom(std::vector<int>(1, 0));
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string err = run(lib, kernel, {{flag, 0}}, 256, 32);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_TRUE(has(err, "Caused GPU Timeout Error")) << err;
+    EXPECT_TRUE(has(err, "METALSIM_KERNEL_TIMEOUT_S=1")) << err;
+    EXPECT_TRUE(has(err, std::string("kernel '") + kernel + "'")) << err;
+    EXPECT_GE(s, 0.9);
+    EXPECT_LT(s, 20.0);
+    expectQueueStillWorks();
+  }
+}
+
+}  // namespace
+}  // namespace metalx::rt::testing
