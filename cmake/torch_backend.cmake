@@ -100,4 +100,8 @@ if(METALX_WITH_SIM)
   install(DIRECTORY ${METALSIM_DIR}/prelude/ DESTINATION metalx/metalsim/prelude
           PATTERN "*.py" EXCLUDE PATTERN "*.md" EXCLUDE PATTERN "__pycache__" EXCLUDE)
   install(DIRECTORY ${METALSIM_DIR}/include/ DESTINATION metalx/metalsim/include)
+  # The built-in kernels' sources, which METALSIM_SHADER_VALIDATION=all compiles again
+  # with the checks (metalsim's library.cpp looks for them here).
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/kernels/ DESTINATION metalx/metalsim/builtin
+          FILES_MATCHING PATTERN "*.metal" PATTERN "*.h")
 endif()

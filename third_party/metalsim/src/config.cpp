@@ -37,7 +37,9 @@ Config load() {
   c.cxx = envStr("METALSIM_CXX", envStr("CXX", METALSIM_CXX_COMPILER));
   c.fiber_stack_bytes = static_cast<size_t>(integer("METALSIM_FIBER_STACK_KB", 256, 16, int64_t(1) << 20)) << 10;
   c.event_timeout_s = static_cast<double>(integer("METALSIM_EVENT_TIMEOUT_S", 60, 1));
-  c.shader_validation = flag("METALSIM_SHADER_VALIDATION", true);
+  const std::string validation = choice("METALSIM_SHADER_VALIDATION", "1", {"0", "1", "all"});
+  c.shader_validation = validation != "0";
+  c.validate_builtin_kernels = validation == "all";
   c.kernel_timeout_s = static_cast<double>(integer("METALSIM_KERNEL_TIMEOUT_S", 10, 0, 86400));
   c.kernel_isa = choice("METALSIM_KERNEL_ISA", "auto", {"auto", "baseline", "x86-64-v3", "x86-64-v4"});
   return c;

@@ -14,7 +14,9 @@
 //   METALSIM_EVENT_TIMEOUT_S how long a command buffer may wait on an event before it
 //                           fails, like Metal's GPU watchdog (default 60)
 //   METALSIM_SHADER_VALIDATION 1 (default): run-time compiled kernels check every
-//                           device/constant access against its buffer binding; 0: off
+//                           device/constant access against its buffer binding; 0: off;
+//                           all: the built-in kernels too (compiled from their sources
+//                           at first use, with the checks; see builtin_sources.h)
 //   METALSIM_KERNEL_TIMEOUT_S a run-time compiled kernel running longer fails with a
 //                           GPU timeout error (default 10; 0: no watchdog)
 //   METALSIM_KERNEL_ISA     which build of the built-in kernels runs: auto (default),
@@ -40,6 +42,7 @@ struct Config {
   double event_timeout_s;
   std::string kernel_isa;
   bool shader_validation;
+  bool validate_builtin_kernels;  // implies shader_validation
   double kernel_timeout_s;  // 0: no watchdog
 };
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "metalsim/checked_abi.h"
 #include "metalsim/kernel_abi.h"
@@ -23,6 +24,9 @@ class KernelSet {
   // Error(Validation) when two kernels share a name. `keep_alive` holds whatever
   // must outlive the kernels (the handle of a dlopen'ed module).
   KernelSet(EntryFn entry, std::shared_ptr<void> keep_alive);
+  // One set with the kernels of all `parts` (each compiled from its own source), which
+  // it keeps alive. Throws Error(Validation) when two parts define the same name.
+  static std::shared_ptr<KernelSet> merged(const std::vector<std::shared_ptr<const KernelSet>>& parts);
 
   const kabi::KernelInfo* find(const std::string& name) const;
   const std::map<std::string, const kabi::KernelInfo*>& all() const { return kernels_; }
@@ -40,6 +44,9 @@ class KernelSet {
  private:
   std::map<std::string, const kabi::KernelInfo*> kernels_;
   mutable std::map<const kabi::KernelInfo*, std::atomic<uint64_t>> static_tg_;
+  KernelSet() = default;
+  void add(const kabi::KernelInfo* kernel);
+
   std::shared_ptr<void> keep_alive_;
   bool checked_ = false;
 };

@@ -1,10 +1,14 @@
 // Simulated MTLLibrary and MTLComputePipelineState (see library.h).
 #include "library.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
+#include "config.h"
 #include "device.h"
 #include "kernel_isa.h"
+#include "shader_compiler.h"
 #include "metalx/runtime/error.h"
 #include "metalx/runtime/validation.h"
 
@@ -13,6 +17,8 @@
 extern "C" void metalsim_register_builtin(metalsim::kabi::Registrar*);
 extern "C" const metalsim::kabi::RegisterFn metalsim_register_builtin_x86_64_v3;
 extern "C" const metalsim::kabi::RegisterFn metalsim_register_builtin_x86_64_v4;
+// The folder of their sources in the build tree (for METALSIM_SHADER_VALIDATION=all).
+extern "C" const char* const metalsim_sources_builtin;
 
 namespace metalsim {
 
@@ -45,11 +51,31 @@ SimLibrary::SimLibrary(SimDevice& device, std::shared_ptr<const KernelSet> kerne
       identity_(std::move(identity)),
       specialize_(std::move(specialize)) {}
 
+namespace {
+
+// The built-in kernels' sources: installed beside the binary (the wheel ships them in
+// metalsim/builtin/, next to the prelude), else the build tree's.
+std::string builtinSourceDir() {
+  const std::string& prelude = preludePaths().prelude_dir;
+  const std::string installed = prelude.substr(0, prelude.rfind('/')) + "/builtin";
+  struct stat st;
+  if (stat(installed.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return installed;
+  return metalsim_sources_builtin;
+}
+
+}  // namespace
+
 std::shared_ptr<SimLibrary> SimLibrary::builtin(SimDevice& device) {
-  static const auto kernels = std::make_shared<KernelSet>(
-      chooseKernelIsa(&metalsim_register_builtin, metalsim_register_builtin_x86_64_v3,
-                      metalsim_register_builtin_x86_64_v4)
-          .entry, nullptr);
+  static const std::shared_ptr<const KernelSet> kernels = [] {
+    // METALSIM_SHADER_VALIDATION=all: the same kernels, compiled from source with every
+    // buffer access checked (slower; for finding kernel bugs).
+    if (config().validate_builtin_kernels) return compileBuiltinKernelsWithValidation(builtinSourceDir());
+    return std::shared_ptr<const KernelSet>(std::make_shared<KernelSet>(
+        chooseKernelIsa(&metalsim_register_builtin, metalsim_register_builtin_x86_64_v3,
+                        metalsim_register_builtin_x86_64_v4)
+            .entry,
+        nullptr));
+  }();
   return std::make_shared<SimLibrary>(device, kernels, "builtin");
 }
 

@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -23,6 +25,7 @@
 #include "device.h"
 #include "kernel_registry.h"
 #include "library.h"
+#include "msl_preprocess.h"
 #include "metalx/runtime/error.h"
 #include "metalx/runtime/include_expander.h"
 #include "translator.h"
@@ -260,13 +263,15 @@ struct CompiledKernels {
 // Translates and compiles `source` (includes already inlined) with these function
 // constant values, through the on-disk cache.
 CompiledKernels compileKernels(const std::string& source, const metalx::rt::CompileOptions& options,
-                               const metalx::rt::FunctionConstantValues& constants) {
+                               const metalx::rt::FunctionConstantValues& constants, bool builtin = false) {
   TranslateOptions topt;
   topt.source_name = options.source_name;
   // Run-time compiled kernels are the ones users write: checked by default (as Metal's
   // shader validation would), and stopped by the watchdog when they run too long.
   topt.checked_pointers = config().shader_validation;
-  topt.loop_watchdog = config().kernel_timeout_s > 0;
+  // (Built-in kernels compiled with validation, METALSIM_SHADER_VALIDATION=all, are
+  // metalx's own: long ones are legitimate, so no watchdog.)
+  topt.loop_watchdog = !builtin && config().kernel_timeout_s > 0;
   for (const auto& c : constants) topt.function_constants.push_back(translatorValue(c));
   TranslateResult translated;
   try {
@@ -281,8 +286,18 @@ CompiledKernels compileKernels(const std::string& source, const metalx::rt::Comp
   const std::string dir = config().cache_dir;
   const std::string so_path = dir + "/" + key + ".so", src_path = dir + "/" + key + ".cpp";
 
-  static std::mutex compile_mutex;  // one compile at a time per process
-  std::lock_guard<std::mutex> lock(compile_mutex);
+  // One compile at a time per source in this process (others wait for its result);
+  // different sources compile in parallel. (One small mutex per source ever compiled.)
+  static std::mutex keys_mutex;
+  static std::map<std::string, std::shared_ptr<std::mutex>> key_mutexes;
+  std::shared_ptr<std::mutex> key_mutex;
+  {
+    std::lock_guard<std::mutex> lock(keys_mutex);
+    std::shared_ptr<std::mutex>& slot = key_mutexes[key];
+    if (!slot) slot = std::make_shared<std::mutex>();
+    key_mutex = slot;
+  }
+  std::lock_guard<std::mutex> lock(*key_mutex);
   const bool cached = isFile(so_path) && isFile(src_path) && readFile(src_path) == cpp;
   auto compile = [&] {
     makeDirs(dir);
@@ -378,6 +393,55 @@ void checkConstants(const std::vector<FunctionConstantDecl>& declared,
 }
 
 }  // namespace
+
+std::shared_ptr<const KernelSet> compileBuiltinKernelsWithValidation(const std::string& source_dir) {
+  std::vector<std::string> files;
+  if (DIR* d = opendir(source_dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > 6 && n.substr(n.size() - 6) == ".metal") files.push_back(n);
+    }
+    closedir(d);
+  }
+  if (files.empty())
+    throw Error(ErrorKind::NotFound, "METALSIM_SHADER_VALIDATION=all: no built-in kernel sources (*.metal) in " +
+                                         source_dir);
+  std::sort(files.begin(), files.end());
+  // Each file is its own library, as at build time; the largest take a minute to
+  // compile, so they compile in parallel (once per machine: the disk cache keeps them).
+  std::vector<std::shared_ptr<const KernelSet>> parts(files.size());
+  std::vector<std::string> errors(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      try {
+        metalx::rt::CompileOptions options;
+        options.source_name = files[i];
+        options.include_dirs = {source_dir};
+        // Through the C preprocessor first, as the build's msl2cpp does: built-in kernels
+        // spell parameter lists and instantiations with macros.
+        const std::string path = source_dir + "/" + files[i];
+        makeDirs(config().cache_dir);
+        const std::string source =
+            preprocessMsl(readFile(path), path, config().cxx, preludePaths().prelude_dir, {},
+                          config().cache_dir + "/tmp-pp-" + std::to_string(getpid()) + "-" + std::to_string(i));
+        parts[i] = compileKernels(source, options, {}, /*builtin=*/true).kernels;
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const size_t workers = std::max<size_t>(1, std::min<size_t>(files.size(), std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < files.size(); ++i)
+    if (!errors[i].empty())
+      throw Error(ErrorKind::Compile, "METALSIM_SHADER_VALIDATION=all: built-in kernels " + files[i] +
+                                          " did not compile with validation:\n" + errors[i]);
+  return KernelSet::merged(parts);
+}
 
 metalx::rt::LibraryPtr compileShaderLibrary(SimDevice& device, const std::string& raw_source,
                                             const metalx::rt::CompileOptions& options) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "metalx/runtime/library.h"
@@ -14,9 +15,15 @@
 namespace metalsim {
 
 class SimDevice;
+class KernelSet;
 
 metalx::rt::LibraryPtr compileShaderLibrary(SimDevice& device, const std::string& source,
                                             const metalx::rt::CompileOptions& options);
+
+// The built-in kernels compiled again from their sources (every *.metal in
+// `source_dir`) with shader validation, for METALSIM_SHADER_VALIDATION=all. Throws
+// Error(Compile) naming the file that failed.
+std::shared_ptr<const KernelSet> compileBuiltinKernelsWithValidation(const std::string& source_dir);
 
 // Deletes the least recently written compiled kernels in `dir` until the cache holds
 // at most `max_bytes`.

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "msl_preprocess.h"
 #include "translator.h"
 
 namespace {
@@ -28,60 +29,6 @@ std::string readFile(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-std::string directoryOf(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-std::string shellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// The headers of Metal's standard library a kernel file may include; the preprocessor
-// pass sees empty ones (see the top of this file).
-const char* const kMetalHeaders[] = {
-    "metal_stdlib", "metal_math", "metal_common", "metal_integer", "metal_relational",
-    "metal_geometric", "metal_compute", "metal_atomic", "metal_simdgroup",
-    "metal_simdgroup_matrix", "metal_types", "metal_type_traits", "metal_limits",
-    "metal_numeric", "metal_matrix", "metal_pack", "metal_utility", "metal_array"};
-
-// `source` (read from `path`) through `cpp`'s preprocessor; linemarkers name the
-// original file, so the compiler's diagnostics point into it and its headers.
-std::string preprocess(const std::string& source, const std::string& path, const std::string& cpp,
-                       const std::string& prelude, const std::vector<std::string>& flags,
-                       const std::string& scratch) {
-  const std::string stubs = scratch + ".metal_headers";
-  const std::string input = scratch + ".in.metal";
-  const std::string output = scratch + ".i";
-  if (std::system(("mkdir -p " + shellQuote(stubs)).c_str()) != 0)
-    throw std::runtime_error("msl2cpp: cannot create " + stubs);
-  for (const char* h : kMetalHeaders) std::ofstream(stubs + "/" + h);
-  std::ofstream(stubs + "/metal_stdlib") << "#include \"" << prelude << "/metalsim_prelude/target.h\"\n";
-  {
-    std::ofstream o(input);
-    o << source;
-    if (!o) throw std::runtime_error("msl2cpp: cannot write " + input);
-  }
-  // -nostdinc: MSL has no C++ standard library; a stray <vector> must fail here, not
-  // compile against the host's. No __METAL_VERSION__: kernels test it to tell Apple's
-  // compiler from the simulator.
-  std::string cmd = shellQuote(cpp) + " -E -x c++ -std=c++17 -nostdinc";
-  for (const std::string& f : flags) cmd += " " + shellQuote(f);
-  cmd += " -iquote " + shellQuote(directoryOf(path)) + " -isystem " + shellQuote(stubs) + " " + shellQuote(input) +
-         " -o " + shellQuote(output);
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("msl2cpp: preprocessing " + path + " failed");
-  std::string text = readFile(output);
-  std::remove(input.c_str());
-  std::remove(output.c_str());
-  // Linemarkers name the scratch copy; name the real file instead.
-  std::string from = "\"" + input + "\"", to = "\"" + path + "\"";
-  for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size()))
-    text.replace(p, from.size(), to);
-  return text;
 }
 
 }  // namespace
@@ -107,7 +54,7 @@ int main(int argc, char** argv) {
   }
   try {
     std::string source = readFile(in);
-    if (!cpp.empty()) source = preprocess(source, in, cpp, prelude, cpp_flags, out);
+    if (!cpp.empty()) source = metalsim::preprocessMsl(source, in, cpp, prelude, cpp_flags, out);
     auto result = metalsim::translateMsl(source, opt);
     std::ofstream o(out);
     o << result.cpp;
