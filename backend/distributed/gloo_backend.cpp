@@ -1,5 +1,6 @@
 #include "distributed/gloo_backend.h"
 
+
 #include "device.h"
 #include "distributed/host_tensors.h"
 #include "distributed/host_work.h"
@@ -23,13 +24,13 @@ TensorList concat(TensorList a, const TensorList& b) {
 }
 
 // One collective: wait for the streams the tensors' values come from, let `call` run
-// Gloo on host views made through `host`, and wrap Gloo's work. `result` is what the
-// Work and its future report (the metalx tensors the collective writes).
+// Gloo on host views made through `host` (HostTensors(op) for a reduction), and wrap
+// Gloo's work. `result` is what the Work and its future report (the metalx tensors the
+// collective writes).
 template <class Call>
 c10::intrusive_ptr<c10d::Work> run(int rank, OpType op, const TensorList& touched, TensorList result,
-                                   Call&& call) {
+                                   HostTensors host, Call&& call) {
   HostTensors::waitForDevices(touched);
-  HostTensors host;
   c10::intrusive_ptr<c10d::Work> inner = call(host);
   return c10::make_intrusive<HostWork>(std::move(inner), std::move(host), std::move(result), op, rank);
 }
@@ -66,15 +67,30 @@ void GlooBackend::abort() { gloo_->abort(); }
 
 void GlooBackend::shutdown() { gloo_->shutdown(); }
 
+bool GlooBackend::supportsSplitting() const { return gloo_->supportsSplitting(); }
+
+// A split group's metalx collectives run on the Gloo split for its CPU device: metalx's
+// Python layer (python/metalx/distributed/_split.py) leaves this backend out of
+// ProcessGroup::splitGroup and attaches a GlooBackend to the child. A second split of
+// the same Gloo here would rendezvous again beside the CPU device's split, which with
+// torch 2.13 can leave one rank waiting for a connection forever.
+c10::intrusive_ptr<c10d::Backend> GlooBackend::split(const c10::intrusive_ptr<c10d::Store>&, const std::vector<int>&,
+                                                     const c10::intrusive_ptr<Options>&) {
+  TORCH_CHECK(false,
+              "metalx's Gloo backend is split with its process group's CPU Gloo: split process groups with "
+              "torch.distributed.split_group or ProcessGroup.split_group after importing metalx");
+  return nullptr;
+}
+
 c10::intrusive_ptr<c10d::Work> GlooBackend::broadcast(TensorList& tensors, const c10d::BroadcastOptions& opts) {
-  return run(getRank(), OpType::BROADCAST, tensors, tensors, [&](HostTensors& host) {
+  return run(getRank(), OpType::BROADCAST, tensors, tensors, HostTensors(), [&](HostTensors& host) {
     TensorList h = host.outputs(tensors);
     return gloo_->broadcast(h, opts);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
-  return run(getRank(), OpType::ALLREDUCE, tensors, tensors, [&](HostTensors& host) {
+  return run(getRank(), OpType::ALLREDUCE, tensors, tensors, HostTensors(opts.reduceOp), [&](HostTensors& host) {
     TensorList h = host.outputs(tensors);
     return gloo_->allreduce(h, opts);
   });
@@ -82,14 +98,15 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::allreduce(TensorList& tensors, const
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::allreduce_coalesced(TensorList& tensors,
                                                                 const c10d::AllreduceCoalescedOptions& opts) {
-  return run(getRank(), OpType::ALLREDUCE_COALESCED, tensors, tensors, [&](HostTensors& host) {
+  return run(getRank(), OpType::ALLREDUCE_COALESCED, tensors, tensors,
+             HostTensors(opts.reduceOp), [&](HostTensors& host) {
     TensorList h = host.outputs(tensors);
     return gloo_->allreduce_coalesced(h, opts);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
-  return run(getRank(), OpType::REDUCE, tensors, tensors, [&](HostTensors& host) {
+  return run(getRank(), OpType::REDUCE, tensors, tensors, HostTensors(opts.reduceOp), [&](HostTensors& host) {
     TensorList h = host.outputs(tensors);
     return gloo_->reduce(h, opts);
   });
@@ -98,7 +115,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::reduce(TensorList& tensors, const c1
 c10::intrusive_ptr<c10d::Work> GlooBackend::allgather(std::vector<TensorList>& outputs, TensorList& inputs,
                                                       const c10d::AllgatherOptions& opts) {
   TensorList out = flatten(outputs);
-  return run(getRank(), OpType::ALLGATHER, concat(out, inputs), out, [&](HostTensors& host) {
+  return run(getRank(), OpType::ALLGATHER, concat(out, inputs), out, HostTensors(), [&](HostTensors& host) {
     std::vector<TensorList> ho = host.outputs(outputs);
     TensorList hi = host.inputs(inputs);
     return gloo_->allgather(ho, hi, opts);
@@ -107,7 +124,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::allgather(std::vector<TensorList>& o
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                             const c10d::AllgatherOptions& opts) {
-  return run(getRank(), OpType::_ALLGATHER_BASE, {output, input}, {output}, [&](HostTensors& host) {
+  return run(getRank(), OpType::_ALLGATHER_BASE, {output, input}, {output}, HostTensors(), [&](HostTensors& host) {
     at::Tensor ho = host.output(output);
     at::Tensor hi = host.input(input);
     return gloo_->_allgather_base(ho, hi, opts);
@@ -118,7 +135,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::allgather_coalesced(std::vector<Tens
                                                                 TensorList& inputs,
                                                                 const c10d::AllgatherOptions& opts) {
   TensorList out = flatten(outputs);
-  return run(getRank(), OpType::ALLGATHER_COALESCED, concat(out, inputs), out, [&](HostTensors& host) {
+  return run(getRank(), OpType::ALLGATHER_COALESCED, concat(out, inputs), out, HostTensors(), [&](HostTensors& host) {
     std::vector<TensorList> ho = host.outputs(outputs);
     TensorList hi = host.inputs(inputs);
     return gloo_->allgather_coalesced(ho, hi, opts);
@@ -127,7 +144,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::allgather_coalesced(std::vector<Tens
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::allgather_into_tensor_coalesced(TensorList& outputs, TensorList& inputs,
                                                                             const c10d::AllgatherOptions& opts) {
-  return run(getRank(), OpType::COALESCED, concat(outputs, inputs), outputs, [&](HostTensors& host) {
+  return run(getRank(), OpType::COALESCED, concat(outputs, inputs), outputs, HostTensors(), [&](HostTensors& host) {
     TensorList ho = host.outputs(outputs);
     TensorList hi = host.inputs(inputs);
     return gloo_->allgather_into_tensor_coalesced(ho, hi, opts);
@@ -137,7 +154,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::allgather_into_tensor_coalesced(Tens
 c10::intrusive_ptr<c10d::Work> GlooBackend::gather(std::vector<TensorList>& outputs, TensorList& inputs,
                                                    const c10d::GatherOptions& opts) {
   TensorList out = flatten(outputs);
-  return run(getRank(), OpType::GATHER, concat(out, inputs), out, [&](HostTensors& host) {
+  return run(getRank(), OpType::GATHER, concat(out, inputs), out, HostTensors(), [&](HostTensors& host) {
     std::vector<TensorList> ho = host.outputs(outputs);
     TensorList hi = host.inputs(inputs);
     return gloo_->gather(ho, hi, opts);
@@ -146,7 +163,8 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::gather(std::vector<TensorList>& outp
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::scatter(TensorList& outputs, std::vector<TensorList>& inputs,
                                                     const c10d::ScatterOptions& opts) {
-  return run(getRank(), OpType::SCATTER, concat(outputs, flatten(inputs)), outputs, [&](HostTensors& host) {
+  return run(getRank(), OpType::SCATTER, concat(outputs, flatten(inputs)), outputs,
+             HostTensors(), [&](HostTensors& host) {
     TensorList ho = host.outputs(outputs);
     std::vector<TensorList> hi;
     for (const TensorList& l : inputs) hi.push_back(host.inputs(l));
@@ -157,7 +175,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::scatter(TensorList& outputs, std::ve
 c10::intrusive_ptr<c10d::Work> GlooBackend::reduce_scatter(TensorList& outputs, std::vector<TensorList>& inputs,
                                                            const c10d::ReduceScatterOptions& opts) {
   return run(getRank(), OpType::REDUCE_SCATTER, concat(outputs, flatten(inputs)), outputs,
-             [&](HostTensors& host) {
+             HostTensors(opts.reduceOp), [&](HostTensors& host) {
                TensorList ho = host.outputs(outputs);
                std::vector<TensorList> hi;
                for (const TensorList& l : inputs) hi.push_back(host.inputs(l));
@@ -167,7 +185,8 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::reduce_scatter(TensorList& outputs, 
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::ReduceScatterOptions& opts) {
-  return run(getRank(), OpType::_REDUCE_SCATTER_BASE, {output, input}, {output}, [&](HostTensors& host) {
+  return run(getRank(), OpType::_REDUCE_SCATTER_BASE, {output, input}, {output},
+             HostTensors(opts.reduceOp), [&](HostTensors& host) {
     at::Tensor ho = host.output(output);
     at::Tensor hi = host.input(input);
     return gloo_->_reduce_scatter_base(ho, hi, opts);
@@ -177,7 +196,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::_reduce_scatter_base(at::Tensor& out
 c10::intrusive_ptr<c10d::Work> GlooBackend::reduce_scatter_tensor_coalesced(TensorList& outputs, TensorList& inputs,
                                                                             const c10d::ReduceScatterOptions& opts) {
   return run(getRank(), OpType::REDUCE_SCATTER_TENSOR_COALESCED, concat(outputs, inputs), outputs,
-             [&](HostTensors& host) {
+             HostTensors(opts.reduceOp), [&](HostTensors& host) {
                TensorList ho = host.outputs(outputs);
                TensorList hi = host.inputs(inputs);
                return gloo_->reduce_scatter_tensor_coalesced(ho, hi, opts);
@@ -188,7 +207,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::alltoall_base(at::Tensor& output, at
                                                           std::vector<int64_t>& output_split_sizes,
                                                           std::vector<int64_t>& input_split_sizes,
                                                           const c10d::AllToAllOptions& opts) {
-  return run(getRank(), OpType::ALLTOALL_BASE, {output, input}, {output}, [&](HostTensors& host) {
+  return run(getRank(), OpType::ALLTOALL_BASE, {output, input}, {output}, HostTensors(), [&](HostTensors& host) {
     at::Tensor ho = host.output(output);
     at::Tensor hi = host.input(input);
     return gloo_->alltoall_base(ho, hi, output_split_sizes, input_split_sizes, opts);
@@ -197,7 +216,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::alltoall_base(at::Tensor& output, at
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::alltoall(TensorList& outputs, TensorList& inputs,
                                                      const c10d::AllToAllOptions& opts) {
-  return run(getRank(), OpType::ALLTOALL, concat(outputs, inputs), outputs, [&](HostTensors& host) {
+  return run(getRank(), OpType::ALLTOALL, concat(outputs, inputs), outputs, HostTensors(), [&](HostTensors& host) {
     TensorList ho = host.outputs(outputs);
     TensorList hi = host.inputs(inputs);
     return gloo_->alltoall(ho, hi, opts);
@@ -205,21 +224,21 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::alltoall(TensorList& outputs, Tensor
 }
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::send(TensorList& tensors, int dst_rank, int tag) {
-  return run(getRank(), OpType::SEND, tensors, tensors, [&](HostTensors& host) {
+  return run(getRank(), OpType::SEND, tensors, tensors, HostTensors(), [&](HostTensors& host) {
     TensorList h = host.inputs(tensors);
     return gloo_->send(h, dst_rank, tag);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::recv(TensorList& tensors, int src_rank, int tag) {
-  return run(getRank(), OpType::RECV, tensors, tensors, [&](HostTensors& host) {
+  return run(getRank(), OpType::RECV, tensors, tensors, HostTensors(), [&](HostTensors& host) {
     TensorList h = host.outputs(tensors);
     return gloo_->recv(h, src_rank, tag);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> GlooBackend::recvAnysource(TensorList& tensors, int tag) {
-  return run(getRank(), OpType::RECVANYSOURCE, tensors, tensors, [&](HostTensors& host) {
+  return run(getRank(), OpType::RECVANYSOURCE, tensors, tensors, HostTensors(), [&](HostTensors& host) {
     TensorList h = host.outputs(tensors);
     return gloo_->recvAnysource(h, tag);
   });
@@ -231,7 +250,7 @@ c10::intrusive_ptr<c10d::Work> GlooBackend::barrier(const c10d::BarrierOptions& 
   if (opts.device && opts.device->type() == c10::DeviceType::PrivateUse1 && opts.device->has_index()) {
     synchronizeCurrentStream(opts.device->index());
   }
-  return run(getRank(), OpType::BARRIER, {}, {}, [&](HostTensors&) { return gloo_->barrier(opts); });
+  return run(getRank(), OpType::BARRIER, {}, {}, HostTensors(), [&](HostTensors&) { return gloo_->barrier(opts); });
 }
 
 }  // namespace metalx::distributed

@@ -7,7 +7,9 @@
 // collective it waits for the metalx streams the tensors' pending values come from,
 // then hands Gloo CPU views of the same memory (host_tensors.h) and returns a Work
 // that reports the metalx tensors (host_work.h). Everything else (options, timeout,
-// sequence numbers, monitored barrier) is Gloo's.
+// sequence numbers, monitored barrier) is Gloo's. It reports that it can be split
+// (torch.distributed.split_group asks), but the split is the CPU device's Gloo's
+// (python/metalx/distributed/_split.py).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -29,6 +31,10 @@ class GlooBackend : public c10d::Backend {
   void setGroupUid(const std::string& pg_uid) override;
   void abort() override;
   void shutdown() override;
+  bool supportsSplitting() const override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "device.h"
+#include "distributed/gloo_dtypes.h"
 #include "fallback_memory.h"
 
 namespace metalx::distributed {
@@ -29,6 +30,18 @@ at::Tensor HostTensors::host(const at::Tensor& t, bool copy_back) {
               "metalx collectives take strided (dense) tensors, got a tensor with layout ", t.layout());
   keep_alive_.push_back(t);
   at::Tensor alias = cpuAlias(t);
+  if (!glooHasDtype(alias.scalar_type())) {
+    if (!reduce_op_) {
+      alias = asGlooBytes(alias);
+    } else {
+      GlooReducible reducible = asGlooReducible(alias, *reduce_op_);
+      if (reducible.write_back) {  // a new, contiguous tensor in a wider type
+        if (copy_back) copy_backs_.push_back(std::move(reducible.write_back));
+        return reducible.tensor;
+      }
+      alias = reducible.tensor;  // the same memory, reinterpreted
+    }
+  }
   // Gloo reads a tensor as numel() elements from its data pointer.
   if (alias.is_contiguous() && !alias.is_neg() && !alias.is_conj()) return alias;
   at::Tensor staged = alias.contiguous().resolve_neg().resolve_conj();  // a new tensor

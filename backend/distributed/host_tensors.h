@@ -4,19 +4,27 @@
 // metalx device memory is shared, CPU-addressable memory (unified memory on Apple
 // silicon; Metal's shared storage mode elsewhere), so a contiguous metalx tensor is
 // handed to Gloo as a CPU alias and Gloo reads and writes the device memory in place.
-// Only a tensor Gloo cannot take as it is (non-contiguous) goes through a contiguous
-// CPU temporary, whose result is copied back when the collective completes.
+// Only a tensor Gloo cannot take as it is (non-contiguous, or of a dtype Gloo reduces
+// only in a wider type: gloo_dtypes.h) goes through a CPU temporary, whose result is
+// copied back when the collective completes. Nothing is copied back if it fails.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace metalx::distributed {
 
 class HostTensors {
  public:
+  // For a collective that moves values (Gloo copies their bytes).
+  HostTensors() = default;
+  // For a collective that reduces values with `op` (Gloo computes on them).
+  explicit HostTensors(const c10d::ReduceOp& op) : reduce_op_(op) {}
+
   // Waits for the pending work of the current stream of every metalx device that
   // `tensors` live on: Gloo must read values those streams are still computing.
   static void waitForDevices(const std::vector<at::Tensor>& tensors);
@@ -41,6 +49,7 @@ class HostTensors {
  private:
   at::Tensor host(const at::Tensor& t, bool copy_back);
 
+  std::optional<c10d::ReduceOp> reduce_op_;
   std::vector<at::Tensor> keep_alive_;
   std::vector<std::function<void()>> copy_backs_;
 };

@@ -5,20 +5,10 @@ no_sync gradient accumulation and the fp16 compression comm hook."""
 
 import pytest
 
+import distributed_models as models
 from distributed_harness import run_ranks
 
-BATCH, STEPS, LR = 16, 3, 0.1
 VARIANTS = ("default", "bucket_view_small_buckets", "no_sync", "fp16_hook")
-
-
-def _model(torch):
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
-
-
-def _data(torch):
-    g = torch.Generator().manual_seed(1)
-    return torch.randn(BATCH, 8, generator=g), torch.randn(BATCH, 4, generator=g)
 
 
 def _train(rank, world_size):
@@ -27,20 +17,20 @@ def _train(rank, world_size):
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    x, y = _data(torch)
-    rows = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)
+    x, y = models.data(torch)
+    rows = models.rank_rows(rank, world_size)
     xs, ys = x[rows].to("metalx"), y[rows].to("metalx")
     out = {}
     for variant in VARIANTS:
-        model = _model(torch).to("metalx")
+        model = models.model(torch).to("metalx")
         kwargs = {}
         if variant == "bucket_view_small_buckets":
             kwargs = {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.0005}
         ddp = DDP(model, **kwargs)
         if variant == "fp16_hook":
             ddp.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
-        opt = torch.optim.SGD(ddp.parameters(), lr=LR)
-        for _ in range(STEPS):
+        opt = torch.optim.SGD(ddp.parameters(), lr=models.LR)
+        for _ in range(models.STEPS):
             opt.zero_grad()
             if variant == "no_sync":
                 half = xs.shape[0] // 2
@@ -55,15 +45,8 @@ def _train(rank, world_size):
 
 
 def _reference(torch, variant):
-    model = _model(torch)
-    x, y = _data(torch)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
     # no_sync accumulates two half-batch means per rank: twice the whole batch's mean
-    scale = 2.0 if variant == "no_sync" else 1.0
-    for _ in range(STEPS):
-        opt.zero_grad()
-        (scale * torch.nn.functional.mse_loss(model(x), y)).backward()
-        opt.step()
+    model = models.reference(torch, loss_scale=2.0 if variant == "no_sync" else 1.0)
     return [p.detach() for p in model.parameters()]
 
 
@@ -76,7 +59,7 @@ def trained():
 def test_ddp_matches_one_process_on_the_whole_batch(torch, trained, variant):
     expected = _reference(torch, variant)
     tol = {"atol": 2e-3, "rtol": 2e-3} if variant == "fp16_hook" else {"atol": 1e-5, "rtol": 1e-5}
-    initial = list(_model(torch).parameters())
+    initial = list(models.model(torch).parameters())
     for rank, result in enumerate(trained):
         for got, want, before in zip(result[variant], expected, initial):
             torch.testing.assert_close(got, want, **tol)

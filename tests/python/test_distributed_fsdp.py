@@ -4,19 +4,8 @@ batch (on the CPU, here); a sharded checkpoint saved by both loads in 1 process.
 
 import pytest
 
+import distributed_models as models
 from distributed_harness import run_ranks
-
-BATCH, STEPS, LR = 16, 3, 0.1
-
-
-def _model(torch):
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
-
-
-def _data(torch):
-    g = torch.Generator().manual_seed(1)
-    return torch.randn(BATCH, 8, generator=g), torch.randn(BATCH, 4, generator=g)
 
 
 def _train(rank, world_size, checkpoint_dir):
@@ -25,21 +14,21 @@ def _train(rank, world_size, checkpoint_dir):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    x, y = _data(torch)
-    rows = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)
+    x, y = models.data(torch)
+    rows = models.rank_rows(rank, world_size)
     xs, ys = x[rows].to("metalx"), y[rows].to("metalx")
     mesh = init_device_mesh("metalx", (world_size,))
     out = {}
     for variant in ("float32", "bfloat16_params"):
-        model = _model(torch).to("metalx")
+        model = models.model(torch).to("metalx")
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
             if variant == "bfloat16_params" else MixedPrecisionPolicy()
         for layer in model:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)
-        opt = torch.optim.SGD(model.parameters(), lr=LR)
-        for _ in range(STEPS):
+        opt = torch.optim.SGD(model.parameters(), lr=models.LR)
+        for _ in range(models.STEPS):
             opt.zero_grad()
             torch.nn.functional.mse_loss(model(xs).float(), ys).backward()
             opt.step()
@@ -50,17 +39,6 @@ def _train(rank, world_size, checkpoint_dir):
     return out
 
 
-def _reference(torch):
-    model = _model(torch)
-    x, y = _data(torch)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    for _ in range(STEPS):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    return model
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     checkpoint_dir = str(tmp_path_factory.mktemp("dcp"))
@@ -69,7 +47,7 @@ def trained(tmp_path_factory):
 
 def test_fsdp2_matches_one_process_on_the_whole_batch(torch, trained):
     results, _ = trained
-    expected = list(_reference(torch).parameters())
+    expected = list(models.reference(torch).parameters())
     for result in results:
         for got, want in zip(result["float32"], expected):
             torch.testing.assert_close(got, want.detach(), atol=1e-5, rtol=1e-5)
@@ -79,7 +57,7 @@ def test_fsdp2_matches_one_process_on_the_whole_batch(torch, trained):
 
 def test_fsdp2_bfloat16_parameters(torch, trained):
     results, _ = trained
-    expected = list(_reference(torch).parameters())
+    expected = list(models.reference(torch).parameters())
     for got, want in zip(results[0]["bfloat16_params"], expected):
         torch.testing.assert_close(got, want.detach(), atol=3e-2, rtol=3e-2)
     for a, b in zip(results[0]["bfloat16_params"], results[1]["bfloat16_params"]):
@@ -90,7 +68,7 @@ def test_checkpoint_saved_by_two_ranks_loads_in_one_process(torch, trained):
     import torch.distributed.checkpoint as dcp
 
     results, checkpoint_dir = trained
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    model = models.untrained_model(torch)
     state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
     dcp.load(state, checkpoint_id=checkpoint_dir, no_dist=True)
     for (name, got), want in zip(state.items(), results[0]["float32"]):

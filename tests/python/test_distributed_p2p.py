@@ -183,6 +183,8 @@ def test_mismatched_shapes_are_reported_with_debug_detail(torch, monkeypatch):
     for rank, message in enumerate(run_ranks(_mismatched_shapes, 2)):
         assert "Detected mismatch between collectives" in message, message
         assert f"TensorShape=[{4 + rank}]" in message, message
+        # torch's checker sees the metalx tensors, not the CPU views Gloo gets
+        assert "device=metalx" in message and "device=cpu" not in message, message
 
 
 TORCHRUN_SCRIPT = """

@@ -9,7 +9,8 @@ torch.distributed, once metalx is loaded (`install()`):
   `init_process_group("cpu:gloo,metalx:gloo")` give process groups whose collectives
   take metalx tensors (`_backend_maps`);
 - every process group created with Gloo for metalx gets metalx's backend for that
-  device (`_process_groups`).
+  device (`_process_groups`);
+- torch.distributed.split_group splits such groups (`_split`).
 """
 
 from metalx.distributed._process_groups import serves_metalx
@@ -23,7 +24,10 @@ def install() -> None:
 
     if not dist.is_available() or not dist.is_gloo_available():
         return
-    from metalx.distributed import _backend_maps, _process_groups
+    from metalx import _C
+    from metalx.distributed import _backend_maps, _process_groups, _split
 
+    _C._distributed_define_types()
     _backend_maps.register()
     _process_groups.register()
+    _split.register()

@@ -9,6 +9,14 @@ metalx and CPU collectives of the group then share one Gloo context, in order.
 
 torch has no hook for this, so the helper is wrapped in place; the wrapper only adds
 the registration after torch's own code has run.
+
+With TORCH_DISTRIBUTED_DEBUG=DETAIL torch registers Gloo inside a checker
+(`_ProcessGroupWrapper`) that compares each collective's fingerprint (op, shapes,
+dtypes, devices) across ranks before running it. The checker must see the metalx
+tensors, not the CPU views metalx hands Gloo, or its mismatch reports would say the
+tensors are on the CPU; so for metalx the order is turned round: a checker of its own
+(over a helper Gloo group on the group's store) around metalx's backend around the
+group's Gloo.
 """
 
 import functools
@@ -32,19 +40,59 @@ def _metalx_device():
     return torch.device("metalx")
 
 
-def serve_metalx(pg) -> bool:
-    """Registers metalx's Gloo backend in `pg` if `pg` uses Gloo for metalx tensors."""
+def _checker_class():
+    from torch.distributed import distributed_c10d as c10d
+
+    return getattr(c10d, "_ProcessGroupWrapper", None)
+
+
+def _serves_metalx_backend(backend) -> bool:
+    from metalx import _C
+
+    checker = _checker_class()
+    if checker is not None and isinstance(backend, checker):
+        backend = backend.wrapped_pg
+    return _C._distributed_is_metalx_gloo(backend)
+
+
+def _attach_checked(pg, checker, store) -> None:
+    """metalx's backend over the Gloo inside torch's DETAIL `checker`, in a checker of
+    its own: fingerprints then carry the metalx tensors' device."""
+    from torch.distributed import distributed_c10d as c10d
+
+    from metalx import _C
+
+    if store is None:
+        raise RuntimeError("TORCH_DISTRIBUTED_DEBUG=DETAIL: metalx needs the process group's store to check its "
+                           "collectives; create groups with init_process_group/new_group")
+    gloo = checker.wrapped_pg
+    # The helper group rendezvouses on keys of its own (torch's checker uses
+    # "<device>/<PG_WRAPPER_STORE_PREFIX>:<group name>").
+    keys = c10d.PrefixStore(f"metalx/{c10d.PG_WRAPPER_STORE_PREFIX}", store)
+    helper = c10d.ProcessGroupGloo(keys, pg.rank(), pg.size(), timeout=gloo.options._timeout)
+    checked = c10d._ProcessGroupWrapper(_C._distributed_gloo_backend(gloo), helper)
+    _C._distributed_register_for_metalx(pg, checked)
+
+
+def serve_metalx(pg, store=None) -> bool:
+    """Registers metalx's Gloo backend in `pg` if `pg` uses Gloo for metalx tensors.
+    `store`: the group's store, for the helper group of TORCH_DISTRIBUTED_DEBUG=DETAIL."""
     from torch.distributed import ProcessGroup
 
     from metalx import _C
 
     if not isinstance(pg, ProcessGroup) or _metalx_device() not in pg._device_types:
         return False
-    if _C._distributed_serves_metalx(pg):
+    backend = pg._get_backend(_metalx_device())
+    if _serves_metalx_backend(backend):
         return True
-    if not _is_gloo(pg._get_backend(_metalx_device())):
+    if not _is_gloo(backend):
         return False
-    _C._distributed_attach_gloo(pg)
+    checker = _checker_class()
+    if checker is not None and isinstance(backend, checker):
+        _attach_checked(pg, backend, store)
+    else:
+        _C._distributed_attach_gloo(pg)
     return True
 
 
@@ -52,11 +100,9 @@ def serves_metalx(pg=None) -> bool:
     """Whether collectives of `pg` (default: the default group) take metalx tensors."""
     from torch.distributed import ProcessGroup, distributed_c10d as c10d
 
-    from metalx import _C
-
     pg = pg if pg is not None else c10d._get_default_group()
     return (isinstance(pg, ProcessGroup) and _metalx_device() in pg._device_types
-            and _C._distributed_serves_metalx(pg))
+            and _serves_metalx_backend(pg._get_backend(_metalx_device())))
 
 
 def register() -> None:
@@ -69,7 +115,7 @@ def register() -> None:
     @functools.wraps(helper)
     def new_process_group_helper(*args, **kwargs):
         result = helper(*args, **kwargs)
-        serve_metalx(result[0])
+        serve_metalx(result[0], result[1])
         return result
 
     setattr(new_process_group_helper, _MARK, True)
