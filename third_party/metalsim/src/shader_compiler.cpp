@@ -422,9 +422,13 @@ std::shared_ptr<const KernelSet> compileBuiltinKernelsWithValidation(const std::
         // spell parameter lists and instantiations with macros.
         const std::string path = source_dir + "/" + files[i];
         makeDirs(config().cache_dir);
-        const std::string source =
-            preprocessMsl(readFile(path), path, config().cxx, preludePaths().prelude_dir, {},
-                          config().cache_dir + "/tmp-pp-" + std::to_string(getpid()) + "-" + std::to_string(i));
+        const std::string scratch =
+            config().cache_dir + "/tmp-pp-" + std::to_string(getpid()) + "-" + std::to_string(i);
+        std::string source = preprocessMsl(readFile(path), path, config().cxx, preludePaths().prelude_dir, {}, scratch);
+        // The linemarkers name the scratch files: without this process's name for them,
+        // the translation (the cache key) is the same in every process.
+        for (size_t at = source.find(scratch); at != std::string::npos; at = source.find(scratch, at))
+          source.replace(at, scratch.size(), "metalsim-builtin");
         parts[i] = compileKernels(source, options, {}, /*builtin=*/true).kernels;
       } catch (const std::exception& e) {
         errors[i] = e.what();
