@@ -191,10 +191,25 @@ std::string typeFromSpelling(const char* spelling) {
       break;
     }
   }
-  const kabi::ThreadIds* ids = w->fiber_mode && w->lane ? &w->lane->ids : a->ids;
-  std::string thread = ids ? "thread " + u3(ids->thread_position_in_grid) + " [[thread_position_in_grid]] of threadgroup " +
-                                 u3(ids->threadgroup_position_in_grid)
-                           : "a thread";
+  // The thread: the running fiber's in fiber mode, else the one the pointer was bound for.
+  const kabi::Launch& L = w->dispatch->launch;
+  std::string thread = "a thread";
+  kabi::U3 pos{}, group{};
+  bool known = true;
+  if (w->fiber_mode && w->lane) {
+    pos = w->lane->ids.thread_position_in_grid;
+  } else if (a->thread_in_grid != ~uint64_t(0) && L.threads_per_grid.x && L.threads_per_grid.y) {
+    const uint64_t n = a->thread_in_grid;
+    pos = {uint32_t(n % L.threads_per_grid.x), uint32_t(n / L.threads_per_grid.x % L.threads_per_grid.y),
+           uint32_t(n / L.threads_per_grid.x / L.threads_per_grid.y)};
+  } else {
+    known = false;
+  }
+  if (known) {
+    group = {pos.x / L.threads_per_threadgroup.x, pos.y / L.threads_per_threadgroup.y,
+             pos.z / L.threads_per_threadgroup.z};
+    thread = "thread " + u3(pos) + " [[thread_position_in_grid]] of threadgroup " + u3(group);
+  }
   throw KernelFault("invalid device memory access (shader validation; on a GPU: Caused GPU Address Fault Error, "
                     "kIOGPUCommandBufferCallbackErrorPageFault): " + thread + " accessed " + argument + " as " +
                     typeFromSpelling(a->type) + " (" + std::to_string(a->size) + " bytes) at byte offset " +
