@@ -33,6 +33,8 @@ SETTINGS = {
     "METALSIM_CXX": "host compiler for run-time shaders",
     "METALSIM_FIBER_STACK_KB": "stack of each simulated thread (default 256)",
     "METALSIM_EVENT_TIMEOUT_S": "longest wait of a command buffer for an event (default 60)",
+    "METALSIM_SHADER_VALIDATION": "1 (default): compile_shader kernels check every buffer access; 0: off; all: built-in kernels too",
+    "METALSIM_KERNEL_TIMEOUT_S": "a compile_shader kernel running longer fails with a GPU timeout (default 10; 0: never)",
     "METALSIM_KERNEL_ISA": "built-in kernel build: auto (default, by CPUID), baseline, x86-64-v3 or x86-64-v4",
     "METALSIM_HOME": "where the simulator's prelude/ and include/ are",
 }

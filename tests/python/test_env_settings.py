@@ -26,6 +26,8 @@ def run(**env):
         ("METALSIM_STRICT", "yes", "0 or 1"),
         ("METALSIM_DEVICE_COUNT", "2.5", "an integer from 0 to 64"),
         ("METALSIM_KERNEL_ISA", "avx9", "one of auto, baseline, x86-64-v3, x86-64-v4"),
+        ("METALSIM_SHADER_VALIDATION", "on", "one of 0, 1, all"),
+        ("METALSIM_KERNEL_TIMEOUT_S", "soon", "an integer from 0 to 86400"),
         ("METALX_DRIVER", "cuda", "one of metal, sim"),
         ("METALX_PIPELINE_CACHE_SIZE", "0", "an integer >= 1"),
         ("METALX_HIGH_WATERMARK_RATIO", "lots", "a number > 0"),

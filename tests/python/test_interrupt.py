@@ -61,7 +61,8 @@ def test_ctrl_c_interrupts_a_long_wait(wait):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "METALX_DRIVER": "sim"},
+        # The kernel runs for seconds on purpose: no watchdog, however loaded the machine.
+        env={**os.environ, "METALX_DRIVER": "sim", "METALSIM_KERNEL_TIMEOUT_S": "0"},
     )
     try:
         assert child.stdout.readline().strip() == "waiting", child.stderr.read()

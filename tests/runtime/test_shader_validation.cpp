@@ -56,6 +56,24 @@ TEST_F(ShaderValidation, WriteFarPastTheEndFailsNamingKernelArgumentOffsetTypeAn
   expectQueueStillWorks();
 }
 
+TEST_F(ShaderValidation, TheReportedThreadIsTheOneThatStrayedInA2dGrid) {
+  auto lib = compile(
+      "kernel void one_strays(device uint* out [[buffer(0)]], uint2 p [[thread_position_in_grid]]) {\n"
+      "  uint i = p.y * 8 + p.x;\n"
+      "  out[(p.x == 5 && p.y == 1) ? i + 100 : i] = i;\n"
+      "}\n");
+  auto data = bufferFrom(std::vector<uint32_t>(16, 0));
+  auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+    e.setComputePipeline(lib->newComputePipeline("one_strays"));
+    e.setBuffer(data, 0, 0);
+    e.dispatchThreads({8, 2, 1}, {4, 2, 1});
+  });
+  ASSERT_EQ(cb->status(), CommandBufferStatus::Error);
+  EXPECT_TRUE(has(cb->error(), "thread (5, 1, 0) [[thread_position_in_grid]] of threadgroup (1, 0, 0)"))
+      << cb->error();
+  EXPECT_TRUE(has(cb->error(), "as uint (4 bytes) at byte offset 452")) << cb->error();
+}
+
 TEST_F(ShaderValidation, RangeStartsAtTheBindingOffsetAndEndsAtTheBuffer) {
   // The buffer holds 32 ints, bound from element 8: index -1 is before the binding,
   // index 23 the last element of the buffer, index 24 past its end.

@@ -37,9 +37,8 @@ struct DispatchCommand {
   size_t inline_size = 0;
   unsigned char* inlineBytes() { return inline_size <= kSmallBytes ? small_bytes : large_bytes.data(); }
   size_t threadgroup_lengths[kabi::kMaxBindings] = {};
-  // For checked (run-time compiled) kernels, set when the dispatch runs: bytes from
-  // each binding to its end (shader validation), and whether the watchdog ended it.
-  uint64_t bound_lengths[kabi::kMaxBindings];
+  // For checked (run-time compiled) kernels with the watchdog on, while the dispatch
+  // runs: whether it has passed its deadline.
   const std::atomic<bool>* expired = nullptr;
   std::string encoder_label;
   void releaseReferences() {

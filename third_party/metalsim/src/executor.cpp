@@ -61,6 +61,8 @@ struct WorkerState {
   unsigned char* arena = nullptr;
   const kabi::KernelInfo* kernel = nullptr;
   const DispatchCommand* dispatch = nullptr;  // the dispatch whose groups run here
+  // Checked kernels: bytes from each [[buffer(n)]] binding to its end (shader validation).
+  uint64_t bound_lengths[kabi::kMaxBindings] = {};
   // Per-group data for fiber mode.
   const kabi::Launch* launch = nullptr;
   const kabi::GroupMemory* memory = nullptr;
@@ -139,7 +141,7 @@ void apiWatchdogCheck() {
 const uint64_t* apiBoundLengths() {
   WorkerState* w = t_worker;
   if (!w || !w->dispatch) throw KernelFault("buffer lengths asked for outside a running kernel");
-  return w->dispatch->bound_lengths;
+  return w->bound_lengths;
 }
 
 // "const char* metalsim_checked::typeSpelling() [with T = metal::vec<float, 4>]" -> "float4":
@@ -191,10 +193,25 @@ std::string typeFromSpelling(const char* spelling) {
       break;
     }
   }
-  const kabi::ThreadIds* ids = w->fiber_mode && w->lane ? &w->lane->ids : a->ids;
-  std::string thread = ids ? "thread " + u3(ids->thread_position_in_grid) + " [[thread_position_in_grid]] of threadgroup " +
-                                 u3(ids->threadgroup_position_in_grid)
-                           : "a thread";
+  // The thread: the running fiber's in fiber mode, else the one the pointer was bound for.
+  const kabi::Launch& L = w->dispatch->launch;
+  std::string thread = "a thread";
+  kabi::U3 pos{}, group{};
+  bool known = true;
+  if (w->fiber_mode && w->lane) {
+    pos = w->lane->ids.thread_position_in_grid;
+  } else if (a->thread_in_grid != ~uint64_t(0) && L.threads_per_grid.x && L.threads_per_grid.y) {
+    const uint64_t n = a->thread_in_grid;
+    pos = {uint32_t(n % L.threads_per_grid.x), uint32_t(n / L.threads_per_grid.x % L.threads_per_grid.y),
+           uint32_t(n / L.threads_per_grid.x / L.threads_per_grid.y)};
+  } else {
+    known = false;
+  }
+  if (known) {
+    group = {pos.x / L.threads_per_threadgroup.x, pos.y / L.threads_per_threadgroup.y,
+             pos.z / L.threads_per_threadgroup.z};
+    thread = "thread " + u3(pos) + " [[thread_position_in_grid]] of threadgroup " + u3(group);
+  }
   throw KernelFault("invalid device memory access (shader validation; on a GPU: Caused GPU Address Fault Error, "
                     "kIOGPUCommandBufferCallbackErrorPageFault): " + thread + " accessed " + argument + " as " +
                     typeFromSpelling(a->type) + " (" + std::to_string(a->size) + " bytes) at byte offset " +
@@ -392,6 +409,9 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
   w.tg_limit = tg_limit;
   w.kernel = &k;
   w.dispatch = &d;
+  if (d.pipeline->kernels().checked())
+    for (const auto& b : d.bindings)
+      w.bound_lengths[b.index] = b.buffer ? b.buffer->length() - b.offset : b.length;
   w.fiber_mode = k.uses_sync;
   const bool per_thread_loop = !k.uses_sync && k.declares_threadgroup_memory;
   const kabi::U3 n = d.groups;
@@ -440,21 +460,17 @@ void runDispatch(DispatchCommand& d) {
   for (auto& b : d.bindings)
     d.launch.buffers[b.index] = b.buffer ? static_cast<unsigned char*>(b.buffer->contents()) + b.offset
                                          : d.inlineBytes() + b.offset;
-  if (d.pipeline->kernels().checked()) {
-    for (auto& b : d.bindings)
-      d.bound_lengths[b.index] = b.buffer ? b.buffer->length() - b.offset : b.length;
-    if (config().kernel_timeout_s > 0) {
-      Watchdog::Deadline deadline(Watchdog::instance(), config().kernel_timeout_s);
-      d.expired = &deadline.flag();
-      try {
-        runGrid(d);
-      } catch (...) {
-        d.expired = nullptr;
-        throw;
-      }
+  if (d.pipeline->kernels().checked() && config().kernel_timeout_s > 0) {
+    Watchdog::Deadline deadline(Watchdog::instance(), config().kernel_timeout_s);
+    d.expired = &deadline.flag();
+    try {
+      runGrid(d);
+    } catch (...) {
       d.expired = nullptr;
-      return;
+      throw;
     }
+    d.expired = nullptr;
+    return;
   }
   runGrid(d);
 }

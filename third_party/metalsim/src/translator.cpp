@@ -215,7 +215,7 @@ class Translator {
     std::string replacement;
   };
   std::vector<PointerType> pointer_types_;
-  std::vector<size_t> cast_keywords_;  // reinterpret_cast/const_cast of a checked pointer type
+  std::vector<std::pair<size_t, std::string>> cast_keywords_;  // cast keywords to respell
 
   // "file:line" of a byte of the source, following #line directives (the include
   // expander's, so a problem in an included header is reported where it is).
@@ -758,8 +758,8 @@ class Translator {
     for (const KernelDef& k : kernels_) rewriteThreadgroupDecls(k, edits);
     for (const PointerType& p : pointer_types_)
       edits.push_back({toks_[p.first].begin, toks_[p.last].end, p.replacement});
-    // A checked pointer is a class: reinterpret_cast/const_cast to one is spelled static_cast.
-    for (size_t k : cast_keywords_) edits.push_back({toks_[k].begin, toks_[k].end, "static_cast"});
+    // A checked pointer is a class: casts that cannot take one are respelled.
+    for (const auto& [k, spelling] : cast_keywords_) edits.push_back({toks_[k].begin, toks_[k].end, spelling});
     if (opt_.loop_watchdog) addLoopChecks(edits);
     // A function the source defines with the name of one of C's float math functions
     // (PyTorch's c10/metal/expm1f.h defines expm1f): the host's <cmath> declares C's
@@ -848,7 +848,8 @@ class Translator {
   // ---- shader validation and the watchdog ----
 
   // Token ranges of struct/class/union bodies: their pointer members keep their type,
-  // since a struct read from a buffer must keep the buffer's layout.
+  // since a struct read from a buffer must keep the buffer's layout (member functions
+  // are rewritten like any other).
   std::vector<std::pair<size_t, size_t>> classBodies() const {
     std::vector<std::pair<size_t, size_t>> bodies;
     for (size_t i = 0; i < toks_.size(); ++i) {
@@ -874,15 +875,25 @@ class Translator {
   }
 
   // Every `[cv] device|constant [cv] TYPE [cv] *` outside struct bodies becomes
-  // `metalsim_dptr<[cv] TYPE>` (constant adds const). Pointers to pointers and
-  // spellings this cannot parse are left alone (they bind, unchecked).
+  // `msim_d<TYPE>` (`msim_c`, `msim_v`, `msim_cv` with const / volatile; constant adds
+  // const). Pointers to pointers and spellings this cannot parse are left alone (they
+  // bind, unchecked).
   void findDevicePointerTypes() {
-    const auto bodies = classBodies();
-    auto inClass = [&](size_t tok) {
-      for (const auto& b : bodies)
-        if (tok > b.first && tok < b.second) return true;
-      return false;
-    };
+    // A member declaration is a token whose innermost bracket is a class body's brace;
+    // member functions' parameters and bodies sit in brackets of their own.
+    std::set<size_t> class_braces;
+    for (const auto& b : classBodies()) class_braces.insert(b.first);
+    std::vector<size_t> innermost(toks_.size(), std::string::npos);
+    std::vector<size_t> open;
+    for (size_t k = 0; k < toks_.size(); ++k) {
+      const bool closes = toks_[k].kind == Tok::Punct &&
+                          (toks_[k].text == ")" || toks_[k].text == "]" || toks_[k].text == "}");
+      if (closes && !open.empty()) open.pop_back();
+      innermost[k] = open.empty() ? std::string::npos : open.back();
+      if (toks_[k].kind == Tok::Punct && (toks_[k].text == "(" || toks_[k].text == "[" || toks_[k].text == "{"))
+        open.push_back(k);
+    }
+    auto inClass = [&](size_t tok) { return class_braces.count(innermost[tok]) != 0; };
     for (size_t i = 0; i < toks_.size(); ++i) {
       if (!is(i, Tok::Ident, "device") && !is(i, Tok::Ident, "constant")) continue;
       if (inClass(i)) continue;
@@ -927,7 +938,9 @@ class Translator {
         type += (type.empty() ? "" : " ") + text(k, e);
         k = e + 1;
       }
-      std::string cvs = std::string(is_const ? "const " : "") + (is_volatile ? "volatile " : "");
+      // Spelled no longer than the source (`device float*` -> `msim_d<float>`), so the
+      // columns of what follows on the line stay the user's.
+      const char* alias = is_const ? (is_volatile ? "msim_cv<" : "msim_c<") : (is_volatile ? "msim_v<" : "msim_d<");
       size_t last = star;
       std::string prefix;
       if (is(star + 1, Tok::Ident, "const")) {  // `device float* const p`
@@ -936,13 +949,17 @@ class Translator {
       }
       if (is(last + 1, Tok::Ident, "__restrict") || is(last + 1, Tok::Ident, "__restrict__"))
         ++last;  // no meaning for a class type; the checked pointer does not need it
-      pointer_types_.push_back({first, last, prefix + "metalsim_dptr<" + cvs + type + ">"});
-      // reinterpret_cast<device T*>(x): a class type needs static_cast.
-      if (first >= 2 && punct(first - 1, "<") &&
-          (is(first - 2, Tok::Ident, "reinterpret_cast") || is(first - 2, Tok::Ident, "const_cast")))
-        cast_keywords_.push_back(first - 2);
+      pointer_types_.push_back({first, last, prefix + alias + type + ">"});
+      // const_cast<device T*>(x): a class type cannot be const_cast.
+      if (first >= 2 && punct(first - 1, "<") && is(first - 2, Tok::Ident, "const_cast"))
+        cast_keywords_.push_back({first - 2, "msim_cast"});
       i = last;
     }
+    // Any reinterpret_cast may take or make a checked pointer (reinterpret_cast<ulong>(p)
+    // for an address, as c10/metal/atomic.h does): msim_cast does what the cast means
+    // for one and is the cast itself otherwise.
+    for (size_t i = 0; i + 1 < toks_.size(); ++i)
+      if (is(i, Tok::Ident, "reinterpret_cast") && punct(i + 1, "<")) cast_keywords_.push_back({i, "msim_cast"});
   }
 
   // The source text of tokens [a, b] with checked pointer types substituted (for
@@ -962,36 +979,69 @@ class Translator {
     return out;
   }
 
-  // Each loop condition first calls metalsim_checked::tick() (the watchdog): `while (c)`
-  // and `do ... while (c)` become `while (tick() && (c))`, `for (i; c; n)` becomes
-  // `for (i; tick() && (c); n)`. Range-for loops end by themselves and are left alone.
+  // Every loop iteration first calls metalsim_checked::tick() (the watchdog), with
+  // the check put where it needs no knowledge of the loop's parts:
+  //   for (...) BODY / while (c) BODY  ->  for (...) if (!tick()) {} else BODY
+  //   do BODY while (c);               ->  do if (tick()) BODY while (c);
+  // (the else binds to the inserted if, so an enclosing if/else keeps its pairing).
   void addLoopChecks(std::vector<Edit>& edits) const {
-    const std::string tick = "metalsim_checked::tick()";
     for (size_t i = 0; i + 1 < toks_.size(); ++i) {
-      bool is_while = is(i, Tok::Ident, "while"), is_for = is(i, Tok::Ident, "for");
-      if ((!is_while && !is_for) || !punct(i + 1, "(")) continue;
-      size_t lp = i + 1, rp = match_[lp];
-      if (rp == std::string::npos) continue;
-      size_t cond_begin = lp, cond_end = rp;  // the condition lies strictly between
-      if (is_for) {
-        std::vector<size_t> semis;
-        for (size_t k = lp + 1; k < rp; ++k) {
-          if (toks_[k].kind == Tok::Punct && (toks_[k].text == "(" || toks_[k].text == "[" || toks_[k].text == "{"))
-            k = match_[k];
-          else if (punct(k, ";"))
-            semis.push_back(k);
-        }
-        if (semis.size() != 2) continue;
-        cond_begin = semis[0];
-        cond_end = semis[1];
+      if (is(i, Tok::Ident, "do")) {
+        insertKeepingColumns(toks_[i].end, " if (metalsim_checked::tick())", edits);
+        continue;
       }
-      if (cond_end == cond_begin + 1) {
-        edits.push_back({toks_[cond_begin].end, toks_[cond_begin].end, " " + tick + " "});
-      } else {
-        edits.push_back({toks_[cond_begin].end, toks_[cond_begin].end, tick + " && ("});
-        edits.push_back({toks_[cond_end].begin, toks_[cond_end].begin, ")"});
-      }
+      if ((!is(i, Tok::Ident, "while") && !is(i, Tok::Ident, "for")) || !punct(i + 1, "(")) continue;
+      size_t rp = match_[i + 1];
+      if (rp == std::string::npos || rp + 1 >= toks_.size()) continue;
+      if (is(i, Tok::Ident, "while") && isDoWhileTail(i)) continue;
+      insertKeepingColumns(toks_[rp].end, " if (!metalsim_checked::tick()) {} else", edits);
     }
+  }
+
+  // Whether the `while` at token w ends a do-while statement.
+  bool isDoWhileTail(size_t w) const {
+    if (w == 0) return false;
+    if (punct(w - 1, "}")) {
+      size_t open = match_[w - 1];
+      return open != std::string::npos && open > 0 && is(open - 1, Tok::Ident, "do");
+    }
+    // An unbraced body: the statement before the while starts with `do`.
+    size_t k = w - 1;
+    if (!punct(k, ";")) return false;
+    while (k > 0) {
+      size_t prev = k - 1;
+      if (toks_[prev].kind == Tok::Punct && (toks_[prev].text == ")" || toks_[prev].text == "]") &&
+          match_[prev] != std::string::npos) {
+        k = match_[prev];
+        continue;
+      }
+      if (punct(prev, ";") || punct(prev, "{") || punct(prev, "}")) break;
+      k = prev;
+      if (is(k, Tok::Ident, "do")) return true;
+    }
+    return false;
+  }
+
+  // Inserts `text` at byte `at` of the source. When the source line goes on after that
+  // point, the rest of it moves to a line of its own, after a #line directive and the
+  // line's own leading characters up to `at` (tabs kept, the rest as spaces), so the
+  // compiler still reports the user's line and column for everything on it.
+  void insertKeepingColumns(size_t at, const std::string& text, std::vector<Edit>& edits) const {
+    size_t eol = src_.find('\n', at);
+    if (eol == std::string::npos) eol = src_.size();
+    std::string rest = masked_.substr(at, eol - at);
+    if (rest.find_first_not_of(" \t\r") == std::string::npos) {
+      edits.push_back({at, at, text});
+      return;
+    }
+    size_t bol = src_.rfind('\n', at == 0 ? 0 : at - 1);
+    bol = bol == std::string::npos ? 0 : bol + 1;
+    std::string pad = src_.substr(bol, at - bol);
+    for (char& c : pad)
+      if (c != '\t') c = ' ';
+    const std::string loc = where(at);  // "file:line"
+    const size_t colon = loc.rfind(':');
+    edits.push_back({at, at, text + "\n#line " + loc.substr(colon + 1) + " \"" + loc.substr(0, colon) + "\"\n" + pad});
   }
 
   // ---- generated wrappers ----

@@ -13,7 +13,7 @@
 //     and parameters conditional on one ([[function_constant(x)]]) are bound only
 //     when it is true;
 //   - with shader validation, `device T*` / `constant T*` types become checked
-//     pointers, and with the watchdog every loop condition gains a deadline check
+//     pointers, and with the watchdog every loop iteration starts with a deadline check
 //     (run-time compiles only; see TranslateOptions);
 //   - after the source, a wrapper per kernel binds arguments from a dispatch, and a
 //     registration function lists the kernels with their bindings.
@@ -54,7 +54,7 @@ struct TranslateOptions {
   // Shader validation (run-time compiles only): device and constant pointer types become
   // checked pointers (prelude/metalsim_prelude/checked.h) bound to their buffer's range.
   bool checked_pointers = false;
-  // The kernel watchdog (run-time compiles only): every loop condition first checks
+  // The kernel watchdog (run-time compiles only): every loop iteration first checks
   // whether the dispatch has passed its deadline.
   bool loop_watchdog = false;
 };

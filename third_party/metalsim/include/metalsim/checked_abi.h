@@ -24,7 +24,10 @@ struct Access {
   const void* address;           // first byte accessed
   size_t size;                   // bytes accessed
   const char* type;              // the element type, as the compiler spells it
-  const kabi::ThreadIds* ids;    // the simulated thread that made it (may be null)
+  // The thread that made it: its linear position in the grid (x fastest), or ~0 when
+  // unknown. A number, not the thread's ids: a pointer to those would make every
+  // thread of a kernel store all of them, just in case.
+  uint64_t thread_in_grid;
 };
 
 struct Api {

@@ -6,7 +6,8 @@
 //
 // Validation: the translator rewrites every `device T*` / `constant T*` type the source
 // spells (kernel parameters, locals, casts, helper parameters; not struct members,
-// whose layout is the buffer's) into metalsim_dptr<T> / metalsim_dptr<const T>. Such a
+// whose layout is the buffer's) into msim_d<T> / msim_c<T> (= metalsim_checked::ptr<T>
+// / ptr<const T>), and reinterpret_cast / const_cast into msim_cast. Such a
 // pointer carries the range of the buffer binding it came from, and every access
 // through it (p[i], *p, p->m, atomics, SIMD-group matrix loads) is checked against that
 // range first; an access outside fails the dispatch through the simulator, before any
@@ -14,7 +15,7 @@
 // thread. Pointer arithmetic keeps the range; a pointer made from a plain one (&p[i],
 // a thread or threadgroup pointer) has none and is not checked.
 //
-// Watchdog: the translator adds metalsim_checked::tick() to every loop condition. It
+// Watchdog: the translator adds metalsim_checked::tick() to every loop iteration. It
 // reads one flag that the simulator raises only while some dispatch is past its
 // deadline; only then does it ask the simulator whether to unwind this one.
 //
@@ -50,9 +51,9 @@ const char* typeSpelling() {
 
 template <class T>
 [[noreturn]] __attribute__((noinline, cold)) void outside(uintptr_t lo, uintptr_t hi, uintptr_t at, size_t size,
-                                                         const metalsim::kabi::ThreadIds* ids) {
+                                                         uint64_t caller) {
   abi::Access a{reinterpret_cast<const void*>(lo), reinterpret_cast<const void*>(hi),
-                reinterpret_cast<const void*>(at), size, typeSpelling<std::remove_cv_t<T>>(), ids};
+                reinterpret_cast<const void*>(at), size, typeSpelling<std::remove_cv_t<T>>(), caller};
   api->violation(&a);
   __builtin_unreachable();
 }
@@ -73,17 +74,17 @@ class ptr {
   explicit ptr(U* raw) : p_((T*)raw) {}
   // device float* -> constant float* / device void*: implicit, as for plain pointers.
   template <class U, std::enable_if_t<std::is_convertible_v<U*, T*> && !std::is_same_v<U, T>, int> = 0>
-  ptr(const ptr<U>& o) : p_(o.p_), lo_(o.lo_), hi_(o.hi_), ids_(o.ids_) {}
+  ptr(const ptr<U>& o) : p_(o.p_), lo_(o.lo_), hi_(o.hi_), thread_(o.thread_) {}
   // Casts to another element type keep the range: (device float4*)p is checked too.
   template <class U, std::enable_if_t<!std::is_convertible_v<U*, T*>, int> = 0>
-  explicit ptr(const ptr<U>& o) : p_((T*)(o.p_)), lo_(o.lo_), hi_(o.hi_), ids_(o.ids_) {}
+  explicit ptr(const ptr<U>& o) : p_((T*)(o.p_)), lo_(o.lo_), hi_(o.hi_), thread_(o.thread_) {}
 
   // The pointer a kernel parameter gets: the binding's range [base, base + length).
-  static ptr bound(void* base, uint64_t length, const metalsim::kabi::ThreadIds* ids) {
+  static ptr bound(void* base, uint64_t length, uint64_t caller) {
     ptr r(static_cast<T*>(base));
     r.lo_ = reinterpret_cast<uintptr_t>(base);
     r.hi_ = r.lo_ + length;
-    r.ids_ = ids;
+    r.thread_ = caller;
     return r;
   }
 
@@ -93,13 +94,18 @@ class ptr {
   explicit operator U*() const {
     return (U*)p_;
   }
+  // (ulong)p: the address, as for a plain pointer.
+  template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  explicit operator I() const {
+    return static_cast<I>(reinterpret_cast<uintptr_t>(p_));
+  }
   T* get() const { return p_; }
 
   // Checks that sizeof(U) bytes at `a` lie in the range, else fails the dispatch.
   template <class U = T>
   U* check(U* a) const {
     const uintptr_t at = reinterpret_cast<uintptr_t>(a);
-    if (__builtin_expect(at < lo_ || at > hi_ - sizeof(U), 0)) outside<U>(lo_, hi_, at, sizeof(U), ids_);
+    if (__builtin_expect(at < lo_ || at > hi_ - sizeof(U), 0)) outside<U>(lo_, hi_, at, sizeof(U), thread_);
     return a;
   }
   // Elements first..last (inclusive offsets from p) lie in the range.
@@ -175,7 +181,7 @@ class ptr {
   T* p_ = nullptr;
   uintptr_t lo_ = 0;
   uintptr_t hi_ = ~uintptr_t(0);
-  const metalsim::kabi::ThreadIds* ids_ = nullptr;
+  uint64_t thread_ = ~uint64_t(0);  // the binding thread's linear grid position
 };
 
 template <class A, class B>
@@ -196,6 +202,18 @@ struct is_ptr : std::false_type {};
 template <class T>
 struct is_ptr<ptr<T>> : std::true_type {};
 
+// What `reinterpret_cast<To>(x)` becomes in a validated translation: a checked
+// pointer cannot be reinterpret_cast (it is a class), so casts to a checked pointer type
+// construct one (keeping the range), casts of one to an address or a plain pointer type
+// use its address, and every other cast is the language's own.
+template <class To, class From>
+__attribute__((always_inline)) inline To reinterpret(From&& from) {
+  using F = std::remove_cv_t<std::remove_reference_t<From>>;
+  if constexpr (is_ptr<std::remove_cv_t<To>>::value) return To(from);
+  else if constexpr (is_ptr<F>::value) return reinterpret_cast<To>(from.get());
+  else return reinterpret_cast<To>(static_cast<From&&>(from));
+}
+
 // Binds [[buffer(Index)]] to parameter I of the kernel F: a checked pointer gets the
 // binding's range; a reference or value (constant Params& p) must fit in it.
 template <class F, size_t I, uint32_t Index>
@@ -204,14 +222,16 @@ inline typename metalsim_kernel_ns::FnArgs<F>::template at<I> bindBuffer(const m
                                                                        const uint64_t* lengths) {
   using P = typename metalsim_kernel_ns::FnArgs<F>::template at<I>;
   void* base = L.buffers[Index];
+  const metalsim::kabi::U3 pos = t.thread_position_in_grid;
+  const uint64_t caller = (uint64_t(pos.z) * L.threads_per_grid.y + pos.y) * L.threads_per_grid.x + pos.x;
   if constexpr (is_ptr<P>::value) {
-    return P::bound(base, lengths[Index], &t);
+    return P::bound(base, lengths[Index], caller);
   } else if constexpr (std::is_pointer_v<P>) {
     return static_cast<P>(base);  // a pointer type the translator did not rewrite
   } else {
     using V = std::remove_reference_t<P>;
     const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
-    if (__builtin_expect(lengths[Index] < sizeof(V), 0)) outside<V>(lo, lo + lengths[Index], lo, sizeof(V), &t);
+    if (__builtin_expect(lengths[Index] < sizeof(V), 0)) outside<V>(lo, lo + lengths[Index], lo, sizeof(V), caller);
     if constexpr (std::is_reference_v<P>) return *static_cast<V*>(base);
     else return *static_cast<const V*>(base);
   }
@@ -221,8 +241,21 @@ inline const uint64_t* boundLengths() { return api->bound_lengths(); }
 
 }  // namespace metalsim_checked
 
+// The spellings the translator writes for `device T*`, `constant T*` / `const device T*`,
+// `volatile device T*` and both (short, so the user's columns stay put).
 template <class T>
-using metalsim_dptr = ::metalsim_checked::ptr<T>;
+using msim_d = ::metalsim_checked::ptr<T>;
+template <class T>
+using msim_c = ::metalsim_checked::ptr<const T>;
+template <class T>
+using msim_v = ::metalsim_checked::ptr<volatile T>;
+template <class T>
+using msim_cv = ::metalsim_checked::ptr<const volatile T>;
+// reinterpret_cast and const_cast, which cannot take a class (see reinterpret).
+template <class To, class From>
+__attribute__((always_inline)) inline To msim_cast(From&& from) {
+  return ::metalsim_checked::reinterpret<To>(static_cast<From&&>(from));
+}
 
 // Prelude functions that take device pointers by a deduced type get the checked
 // pointer's element, checked first.
