@@ -2,7 +2,8 @@
 # The project's test command: sets up a fresh machine (system packages, torch==2.13.0
 # and the Python packages the tests need), builds metalx and runs every test: the
 # runtime's C++ tests (plain and sanitized), a syntax check of the Apple-only driver, and
-# the Python tests of the torch backend, and a subset of PyTorch's own op and module
+# the Python tests of the torch backend (twice: the second time with every built-in
+# kernel's buffer accesses checked), and a subset of PyTorch's own op and module
 # test suites run on metalx (tests/upstream).
 # CI runs exactly this.
 set -euo pipefail
@@ -13,3 +14,7 @@ bash scripts/test_runtime.sh
 bash scripts/install_dev.sh
 bash scripts/test_upstream_subset.sh   # PyTorch's own op/module tests (OpInfo subset) on metalx
 python3 -m pytest tests/python -q
+# Once more with the simulator's shader validation on for metalx's own kernels too: every
+# device buffer access of every built-in kernel is checked against its binding (they are
+# compiled again from source at first use, ~3 minutes on 2 cores).
+METALSIM_SHADER_VALIDATION=all python3 -m pytest tests/python -q

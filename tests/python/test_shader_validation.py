@@ -4,6 +4,7 @@ bound to fails that stream's work with a message naming the kernel, the argument
 byte offset, the element type and the thread; nothing outside is written; the process
 keeps working. Kernels written in the usual styles run exactly as before."""
 
+import os
 import re
 
 import pytest
@@ -187,3 +188,21 @@ def test_validation_can_be_turned_off():
         print("OUT", out.cpu().tolist())
     """, METALSIM_SHADER_VALIDATION="0")
     assert "OUT [2.0, 2.0, 2.0, 2.0]" in result.stdout
+
+
+@pytest.mark.skipif(os.environ.get("METALSIM_SHADER_VALIDATION") != "all",
+                    reason="built-in kernels are checked only with METALSIM_SHADER_VALIDATION=all "
+                           "(CI's second pass of this suite)")
+def test_builtin_kernels_are_checked_with_validation_all():
+    # A storage shrunk under its tensor (torch does not check storage bounds at op time):
+    # metalx's own fill kernel then writes far past the buffer. Checked, it stops before
+    # writing, the stream reports it, and everything else is intact.
+    x = torch.zeros(10_000_000, device="metalx")
+    neighbour = torch.full((1000,), 5.0, device="metalx")
+    x.untyped_storage().resize_(4)
+    with pytest.raises(RuntimeError, match=r"kernel 'fill_dense_\w+': invalid device memory access.*"
+                                           r"argument 'out' \[\[buffer\(0\)\]\].*outside the \d+ bytes bound"):
+        x.fill_(1.0)
+        torch.metalx.synchronize()
+    assert neighbour.sum().item() == 5000.0
+    assert torch.equal((torch.arange(5, device="metalx") * 2).cpu(), torch.arange(5) * 2)
