@@ -44,6 +44,10 @@ def child(sources, seed):
 
 def _run_processes(count, sources, cache_dir, seed):
     env = dict(os.environ, METALSIM_CACHE_DIR=cache_dir)
+    if env.get("METALSIM_SHADER_VALIDATION") == "all":
+        # The phase is about user shaders in the cache: the built-in kernels compiled from
+        # source (validation of everything) would fill the fresh cache first, in every process.
+        env["METALSIM_SHADER_VALIDATION"] = "1"
     procs = [
         subprocess.Popen([sys.executable, __file__, "--child", "--sources", str(sources), "--seed", str(seed + i)],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
