@@ -15,12 +15,6 @@
 namespace metalx::rt::testing {
 namespace {
 
-CompileOptions named(const char* name) {
-  CompileOptions o;
-  o.source_name = name;
-  return o;
-}
-
 TEST(ShaderCompile, UnboundParameterIsReportedWithItsLine) {
   const char* src =
       "#include <metal_stdlib>\n"

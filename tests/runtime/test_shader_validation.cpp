@@ -11,12 +11,6 @@
 namespace metalx::rt::testing {
 namespace {
 
-CompileOptions named(const char* name) {
-  CompileOptions o;
-  o.source_name = name;
-  return o;
-}
-
 const char* kHeader = "#include <metal_stdlib>\nusing namespace metal;\n";
 
 class ShaderValidation : public ApiTest {

@@ -39,6 +39,13 @@ inline std::string readKernelSource(const std::string& file) {
   return ss.str();
 }
 
+// Compile options that only name the source (diagnostics say "<name>:line:col").
+inline CompileOptions named(const std::string& name) {
+  CompileOptions o;
+  o.source_name = name;
+  return o;
+}
+
 // A library compiled from tests/runtime/kernels/<file>, once per process. Tests call
 // it from several threads at once, hence the lock.
 inline LibraryPtr testLibrary(const std::string& file, Device& d = dev()) {
@@ -48,9 +55,7 @@ inline LibraryPtr testLibrary(const std::string& file, Device& d = dev()) {
   auto key = std::make_pair(&d, file);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  CompileOptions opt;
-  opt.source_name = file;
-  auto lib = d.compileLibrary(readKernelSource(file), opt);
+  auto lib = d.compileLibrary(readKernelSource(file), named(file));
   cache[key] = lib;
   return lib;
 }
