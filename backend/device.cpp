@@ -75,8 +75,9 @@ void synchronizeDevice(c10::DeviceIndex index) {
 void synchronizeCurrentStream(c10::DeviceIndex index) {
   checkDeviceIndex(index);
   Stream& stream = currentStream(index);
-  // Not inside withTorchErrors: an interrupt (host_wait.h) must reach Python as itself.
-  if (stream.completedSequence() < stream.currentSequence()) waitForHost(stream);
+  // The interruptible wait is not inside withTorchErrors: an interrupt (host_wait.h)
+  // must reach Python as itself. Failures are reported once, as torch errors.
+  if (stream.completedSequence() < stream.currentSequence()) waitUntilIdle(stream);
   withTorchErrors([&] { stream.synchronize(); });
 }
 

@@ -14,13 +14,17 @@ void setHostWaitInterruptCheck(HostWaitInterruptCheck check) {
   interrupt_check.store(check, std::memory_order_release);
 }
 
-void waitForHost(Stream& stream) {
+void waitUntilIdle(Stream& stream) {
   if (HostWaitInterruptCheck check = interrupt_check.load(std::memory_order_acquire))
     stream.waitAllPolling([check] {
       check();  // throws to stop
       return true;
     });
-  stream.synchronize();  // the failures of what completed
+}
+
+void waitForHost(Stream& stream) {
+  waitUntilIdle(stream);
+  stream.synchronize();  // the failures of what completed (or the whole wait, without a check)
 }
 
 }  // namespace metalx

@@ -21,4 +21,8 @@ void setHostWaitInterruptCheck(HostWaitInterruptCheck check);
 // still-running work uses to be freed or reused if it throws.
 void waitForHost(Stream& stream);
 
+// The interruptible part alone: returns when everything queued on `stream` has
+// completed, without reporting failures (the caller's synchronize() does, once).
+void waitUntilIdle(Stream& stream);
+
 }  // namespace metalx

@@ -100,6 +100,50 @@ def test_access_before_the_binding_start_is_caught(faulty):
     assert torch.equal(right.cpu(), torch.full((1024,), -2.5))
 
 
+def test_threadgroup_memory_is_checked_against_its_declared_and_set_lengths():
+    # The block-sum kernel a first reduction often is, with the classic bug: the tree
+    # starts at the group size instead of half of it, so thread 0 reads shared[32].
+    lib = torch.metalx.compile_shader(HEADER + """
+kernel void block_sum(device float* out [[buffer(0)]], const device float* x [[buffer(1)]],
+                      constant uint& start [[buffer(2)]],
+                      uint i [[thread_position_in_grid]], uint l [[thread_position_in_threadgroup]],
+                      uint g [[threadgroup_position_in_grid]]) {
+  threadgroup float shared[32];
+  shared[l] = x[i];
+  for (uint s = start; s > 0; s /= 2) {
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (l < s) shared[l] += shared[l + s];
+  }
+  if (l == 0) out[g] = shared[0];
+}
+kernel void scaled(device float* out [[buffer(0)]], threadgroup float* tmp [[threadgroup(0)]],
+                   uint l [[thread_position_in_threadgroup]]) {
+  tmp[l] = float(l);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[l] = tmp[31 - l] * 2.0f;
+}
+""")
+    x = torch.randn(128)
+    out = dev(torch.zeros(4))
+    start = dev(torch.tensor([16], dtype=torch.int32))
+    lib.block_sum(out, dev(x), start, threads=128, group_size=32)
+    torch.testing.assert_close(out.cpu(), x.view(4, 32).sum(1))
+    start.fill_(32)
+    lib.block_sum(out, dev(x), start, threads=128, group_size=32)
+    msg = synchronize_error()
+    assert "invalid threadgroup memory access" in msg and "kernel 'block_sum'" in msg, msg
+    assert "threadgroup variable 'shared' as float (4 bytes) at byte offset 128, outside its 128 bytes" in msg, msg
+    # [[threadgroup(0)]] holds what the call set: 32 floats are enough, 16 are not.
+    out = dev(torch.zeros(32))
+    lib.scaled(out, threads=32, group_size=32, threadgroup_memory=32 * 4)
+    torch.testing.assert_close(out.cpu(), (31 - torch.arange(32.0)) * 2)
+    lib.scaled(out, threads=32, group_size=32, threadgroup_memory=16 * 4)
+    msg = synchronize_error()
+    assert "argument 'tmp' [[threadgroup(0)]] as float (4 bytes) at byte offset 64, outside its 64 bytes" in msg, msg
+    # The process keeps working.
+    torch.testing.assert_close((dev(x) * 2).cpu(), x * 2)
+
+
 def test_error_stays_on_its_stream_and_a_later_stream_sync_is_clean(faulty):
     s = torch.metalx.Stream()
     with torch.metalx.stream(s):

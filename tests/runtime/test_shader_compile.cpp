@@ -148,5 +148,32 @@ TEST(ShaderCompile, DiskCacheIsTrimmedOldestFirst) {
   rmdir(dir.c_str());
 }
 
+TEST(ShaderCompile, MemoisedBuiltinSourcesCountTowardsTheCacheBoundAndOtherFilesAreLeftAlone) {
+  char tmpl[] = "/tmp/metalsim-trim-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  auto put = [&](const std::string& name, size_t bytes, time_t mtime) {
+    std::string path = dir + "/" + name;
+    std::ofstream(path) << std::string(bytes, 'x');
+    struct timespec times[2] = {{mtime, 0}, {mtime, 0}};
+    utimensat(AT_FDCWD, path.c_str(), times, 0);
+  };
+  put("builtin-pp-old.metal", 3000, 1000);  // a preprocessed source of an older wheel
+  put("lib.so", 1000, 2000);
+  put("lib.cpp", 1000, 2000);
+  put("notes.txt", 5000, 500);  // not the cache's: never counted or removed
+  auto exists = [&](const std::string& f) { return access((dir + "/" + f).c_str(), F_OK) == 0; };
+  metalsim::trimKernelCache(dir, 4500);  // 5000 bytes held: the memo is the oldest
+  EXPECT_FALSE(exists("builtin-pp-old.metal"));
+  EXPECT_TRUE(exists("lib.so"));
+  EXPECT_TRUE(exists("notes.txt"));
+  metalsim::trimKernelCache(dir, 0);
+  EXPECT_FALSE(exists("lib.so"));
+  EXPECT_FALSE(exists("lib.cpp"));
+  EXPECT_TRUE(exists("notes.txt"));
+  unlink((dir + "/notes.txt").c_str());
+  rmdir(dir.c_str());
+}
+
 }  // namespace
 }  // namespace metalx::rt::testing

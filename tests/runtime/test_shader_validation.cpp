@@ -172,6 +172,134 @@ TEST_F(ShaderValidation, CastPointerKeepsTheRangeAndSynchronisingKernelsNameTheT
   EXPECT_TRUE(has(err, "thread (3, 0, 0)")) << err;
 }
 
+// ---------------------------------------------------------------- threadgroup memory
+
+TEST_F(ShaderValidation, ThreadgroupArrayIndexedPastItsEndIsReportedBeforeItOverwritesItsNeighbour) {
+  // Thread 5 writes shared[13]: on a GPU that lands in `after` (declared next), which
+  // every thread then copies out.
+  auto lib = compile(
+      "kernel void tg_over(device float* out [[buffer(0)]], uint l [[thread_position_in_threadgroup]],\n"
+      "                    uint i [[thread_position_in_grid]]) {\n"
+      "  threadgroup float shared[8];\n"
+      "  threadgroup float after[8];\n"
+      "  after[l] = 1.0f;\n"
+      "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+      "  shared[l == 5 ? 13 : l] = 2.0f;\n"
+      "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+      "  out[i] = after[l];\n"
+      "}\n");
+  auto out = bufferFrom(std::vector<float>(16, 0.0f));
+  const std::string err = run(lib, "tg_over", {{out, 0}}, 16, 8);
+  EXPECT_TRUE(has(err, "invalid threadgroup memory access")) << err;
+  EXPECT_TRUE(has(err, "kernel 'tg_over'")) << err;
+  EXPECT_TRUE(has(err, "thread (5, 0, 0) [[thread_position_in_grid]] of threadgroup (0, 0, 0)")) << err;
+  EXPECT_TRUE(has(err, "threadgroup variable 'shared' as float (4 bytes) at byte offset 52, outside its 32 bytes"))
+      << err;
+  for (float v : read<float>(out, 16)) EXPECT_EQ(v, 0.0f);  // the dispatch stopped before any copy out
+  expectQueueStillWorks();
+}
+
+TEST_F(ShaderValidation, TwoDimensionalThreadgroupArrayIsCheckedAgainstTheWholeVariable) {
+  // tile[r][5] is tile[r + 1][0] for r < 3 (inside the variable, as C and MSL lay it
+  // out); tile[3][5] is one float past its 80 bytes. The kernel runs without
+  // barriers, so the simulator loops over the threads instead of running fibers.
+  auto lib = compile(
+      "kernel void rows(device float* out [[buffer(0)]], constant uint& last [[buffer(1)]],\n"
+      "                 uint l [[thread_position_in_threadgroup]], uint i [[thread_position_in_grid]]) {\n"
+      "  threadgroup float tile[4][5];\n"
+      "  if (l <= last) tile[l][5] = float(l);\n"
+      "  out[i] = float(l);\n"
+      "}\n");
+  for (uint32_t last : {2u, 3u}) {
+    auto out = bufferFrom(std::vector<float>(4, -1.0f));
+    auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+      e.setComputePipeline(lib->newComputePipeline("rows"));
+      e.setBuffer(out, 0, 0);
+      e.setBytes(&last, sizeof last, 1);
+      e.dispatchThreads({4, 1, 1}, {4, 1, 1});
+    });
+    if (last == 2) {
+      EXPECT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
+      EXPECT_EQ(read<float>(out, 4), (std::vector<float>{0, 1, 2, 3}));
+    } else {
+      ASSERT_EQ(cb->status(), CommandBufferStatus::Error);
+      EXPECT_TRUE(has(cb->error(), "threadgroup variable 'tile' as float (4 bytes) at byte offset 80, outside its "
+                                   "80 bytes"))
+          << cb->error();
+      EXPECT_TRUE(has(cb->error(), "thread (3, 0, 0) [[thread_position_in_grid]]")) << cb->error();
+    }
+  }
+}
+
+TEST_F(ShaderValidation, ThreadgroupArgumentIsCheckedAgainstTheLengthTheEncoderSet) {
+  // 64 bytes = 16 ints are set for [[threadgroup(0)]]; thread 8 of 16 writes int 16.
+  auto lib = compile(
+      "kernel void scratch(device int* out [[buffer(0)]], threadgroup int* tmp [[threadgroup(0)]],\n"
+      "                    uint l [[thread_position_in_threadgroup]]) {\n"
+      "  tmp[2 * l] = int(l);\n"
+      "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+      "  out[l] = tmp[l];\n"
+      "}\n");
+  auto out = bufferFrom(std::vector<int>(16, 0));
+  auto dispatch = [&](size_t tg_bytes, uint32_t threads) {
+    return runCompute(*queue, [&](ComputeEncoder& e) {
+      e.setComputePipeline(lib->newComputePipeline("scratch"));
+      e.setBuffer(out, 0, 0);
+      e.setThreadgroupMemoryLength(tg_bytes, 0);
+      e.dispatchThreads({threads, 1, 1}, {threads, 1, 1});
+    });
+  };
+  auto ok = dispatch(64, 8);  // threads 0..7 write ints 0..14
+  EXPECT_EQ(ok->status(), CommandBufferStatus::Completed) << ok->error();
+  EXPECT_EQ(read<int>(out, 4), (std::vector<int>{0, 0, 1, 0}));
+  auto bad = dispatch(64, 16);
+  ASSERT_EQ(bad->status(), CommandBufferStatus::Error);
+  EXPECT_TRUE(has(bad->error(), "argument 'tmp' [[threadgroup(0)]] as int (4 bytes) at byte offset 64, outside its "
+                                "64 bytes"))
+      << bad->error();
+  EXPECT_TRUE(has(bad->error(), "thread (8, 0, 0)")) << bad->error();
+}
+
+TEST_F(ShaderValidation, ThreadgroupPointersKeepTheRangeThroughHelpersArithmeticAndCasts) {
+  // A template helper deduces T from a threadgroup array; a pointer into the array
+  // and a float2 cast of it stay checked; sizeof gives the arrays' sizes as without
+  // validation. `reach` says how far the helper reads.
+  auto lib = compile(
+      "template <typename T> inline T sum_from(threadgroup T* buf, uint from, uint n) {\n"
+      "  T s = 0;\n"
+      "  for (uint k = from; k < from + n; ++k) s += buf[k];\n"
+      "  return s;\n"
+      "}\n"
+      "kernel void helper(device float* out [[buffer(0)]], constant uint& reach [[buffer(1)]],\n"
+      "                   uint l [[thread_position_in_threadgroup]]) {\n"
+      "  threadgroup float vals[8];\n"
+      "  threadgroup half tile[2][3];\n"
+      "  vals[l] = float(l + 1);\n"
+      "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+      "  threadgroup float* upper = vals + 4;\n"
+      "  const threadgroup float2* pairs = (const threadgroup float2*)upper;\n"
+      "  out[l] = sum_from(vals, 0, reach) + upper[0] + pairs[1].y +\n"
+      "           float(sizeof(vals) / sizeof vals[0]) + float(sizeof(tile) + sizeof(tile[1]));\n"
+      "}\n");
+  for (uint32_t reach : {8u, 9u}) {
+    auto out = bufferFrom(std::vector<float>(8, 0.0f));
+    auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+      e.setComputePipeline(lib->newComputePipeline("helper"));
+      e.setBuffer(out, 0, 0);
+      e.setBytes(&reach, sizeof reach, 1);
+      e.dispatchThreads({8, 1, 1}, {8, 1, 1});
+    });
+    if (reach == 8) {
+      EXPECT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
+      // sizeof keeps the arrays' sizes: 8 elements, 12 + 6 bytes.
+      for (float v : read<float>(out, 8)) EXPECT_EQ(v, 36.0f + 5.0f + 8.0f + 8.0f + 18.0f);
+    } else {
+      ASSERT_EQ(cb->status(), CommandBufferStatus::Error);
+      EXPECT_TRUE(has(cb->error(), "as float (4 bytes) at byte offset 32, outside its 32 bytes")) << cb->error();
+    }
+  }
+}
+
 // ---------------------------------------------------------------- the watchdog
 
 class KernelTimeoutEnv : public ShaderValidation {

@@ -61,8 +61,11 @@ struct WorkerState {
   unsigned char* arena = nullptr;
   const kabi::KernelInfo* kernel = nullptr;
   const DispatchCommand* dispatch = nullptr;  // the dispatch whose groups run here
-  // Checked kernels: bytes from each [[buffer(n)]] binding to its end (shader validation).
-  uint64_t bound_lengths[kabi::kMaxBindings] = {};
+  // Checked kernels (shader validation): bytes from each [[buffer(n)]] binding to its
+  // end, then the length of each [[threadgroup(n)]] argument (checked_abi::Api).
+  uint64_t bound_lengths[2 * kabi::kMaxBindings] = {};
+  // Loop mode: the thread running now, for messages (fiber mode has `lane`).
+  const kabi::ThreadIds* loop_thread = nullptr;
   // Per-group data for fiber mode.
   const kabi::Launch* launch = nullptr;
   const kabi::GroupMemory* memory = nullptr;
@@ -178,28 +181,52 @@ std::string typeFromSpelling(const char* spelling) {
   return s;
 }
 
+// What an out-of-range access went through, for the message: a buffer argument, a
+// [[threadgroup(n)]] argument or a threadgroup variable (by where its range starts).
+std::string accessedThing(const WorkerState& w, const checked_abi::Access& a, bool* threadgroup) {
+  const auto base = reinterpret_cast<uintptr_t>(a.base), arena = reinterpret_cast<uintptr_t>(w.arena);
+  const kabi::KernelInfo& k = *w.kernel;
+  *threadgroup = w.arena && base >= arena && base < arena + w.tg_limit;
+  if (!*threadgroup) {
+    for (uint32_t p = 0; p < k.param_count; ++p)
+      if (k.params[p].bind == kabi::Bind::Buffer && w.dispatch->launch.buffers[k.params[p].index] == a.base)
+        return "argument '" + std::string(k.params[p].name ? k.params[p].name : "?") + "' [[buffer(" +
+               std::to_string(k.params[p].index) + ")]]";
+    return "a buffer argument";
+  }
+  // The [[threadgroup(n)]] arguments lie first in the arena, in index order (runGroups).
+  size_t offset = 0;
+  for (uint32_t i = 0; i < kabi::kMaxBindings; ++i) {
+    if (!w.dispatch->threadgroup_lengths[i]) continue;
+    if (base == arena + offset)
+      for (uint32_t p = 0; p < k.param_count; ++p)
+        if (k.params[p].bind == kabi::Bind::Threadgroup && k.params[p].index == i)
+          return "argument '" + std::string(k.params[p].name ? k.params[p].name : "?") + "' [[threadgroup(" +
+                 std::to_string(i) + ")]]";
+    offset += (w.dispatch->threadgroup_lengths[i] + 15) / 16 * 16;
+  }
+  if (a.variable) return "threadgroup variable '" + std::string(a.variable) + "'";
+  return "threadgroup memory";
+}
+
 [[noreturn]] void apiViolation(const checked_abi::Access* a) {
   WorkerState* w = t_worker;
   if (!w || !w->dispatch || !w->kernel) throw KernelFault("out-of-bounds access outside a running kernel");
   const auto base = reinterpret_cast<uintptr_t>(a->base), end = reinterpret_cast<uintptr_t>(a->end),
              at = reinterpret_cast<uintptr_t>(a->address);
   const long long offset = static_cast<long long>(at - base);
-  std::string argument = "a buffer argument";
-  for (uint32_t p = 0; p < w->kernel->param_count; ++p) {
-    const kabi::Param& param = w->kernel->params[p];
-    if (param.bind == kabi::Bind::Buffer && w->dispatch->launch.buffers[param.index] == a->base) {
-      argument = "argument '" + std::string(param.name ? param.name : "?") + "' [[buffer(" +
-                 std::to_string(param.index) + ")]]";
-      break;
-    }
-  }
-  // The thread: the running fiber's in fiber mode, else the one the pointer was bound for.
+  bool threadgroup = false;
+  const std::string argument = accessedThing(*w, *a, &threadgroup);
+  // The thread: the running fiber's in fiber mode, the loop's current one, else the one
+  // the pointer was bound for.
   const kabi::Launch& L = w->dispatch->launch;
   std::string thread = "a thread";
   kabi::U3 pos{}, group{};
   bool known = true;
   if (w->fiber_mode && w->lane) {
     pos = w->lane->ids.thread_position_in_grid;
+  } else if (w->loop_thread) {
+    pos = w->loop_thread->thread_position_in_grid;
   } else if (a->thread_in_grid != ~uint64_t(0) && L.threads_per_grid.x && L.threads_per_grid.y) {
     const uint64_t n = a->thread_in_grid;
     pos = {uint32_t(n % L.threads_per_grid.x), uint32_t(n / L.threads_per_grid.x % L.threads_per_grid.y),
@@ -212,12 +239,17 @@ std::string typeFromSpelling(const char* spelling) {
              pos.z / L.threads_per_threadgroup.z};
     thread = "thread " + u3(pos) + " [[thread_position_in_grid]] of threadgroup " + u3(group);
   }
+  const std::string what = thread + " accessed " + argument + " as " + typeFromSpelling(a->type) + " (" +
+                           std::to_string(a->size) + " bytes) at byte offset " + std::to_string(offset);
+  const std::string off = " (METALSIM_SHADER_VALIDATION=0 turns these checks off)";
+  if (threadgroup)
+    throw KernelFault("invalid threadgroup memory access (shader validation; on a GPU it would read or overwrite "
+                      "another threadgroup variable, or fault): " + what + ", outside its " +
+                      std::to_string(end - base) + " bytes; nothing outside them was touched" + off);
   throw KernelFault("invalid device memory access (shader validation; on a GPU: Caused GPU Address Fault Error, "
-                    "kIOGPUCommandBufferCallbackErrorPageFault): " + thread + " accessed " + argument + " as " +
-                    typeFromSpelling(a->type) + " (" + std::to_string(a->size) + " bytes) at byte offset " +
-                    std::to_string(offset) + ", outside the " + std::to_string(end - base) +
-                    " bytes bound from its offset to the buffer's end; nothing outside the buffer was "
-                    "touched (METALSIM_SHADER_VALIDATION=0 turns these checks off)");
+                    "kIOGPUCommandBufferCallbackErrorPageFault): " + what + ", outside the " +
+                    std::to_string(end - base) + " bytes bound from its offset to the buffer's end; nothing "
+                    "outside the buffer was touched" + off);
 }
 
 const checked_abi::Api& checkedTable() {
@@ -409,9 +441,13 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
   w.tg_limit = tg_limit;
   w.kernel = &k;
   w.dispatch = &d;
-  if (d.pipeline->kernels().checked())
+  w.loop_thread = nullptr;
+  if (d.pipeline->kernels().checked()) {
     for (const auto& b : d.bindings)
       w.bound_lengths[b.index] = b.buffer ? b.buffer->length() - b.offset : b.length;
+    for (uint32_t i = 0; i < kabi::kMaxBindings; ++i)
+      w.bound_lengths[kabi::kMaxBindings + i] = d.threadgroup_lengths[i];
+  }
   w.fiber_mode = k.uses_sync;
   const bool per_thread_loop = !k.uses_sync && k.declares_threadgroup_memory;
   const kabi::U3 n = d.groups;
@@ -428,7 +464,9 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
         // for each thread so all threads of the group see the same addresses.
         kabi::forEachThread(d.launch, g, [&](const kabi::ThreadIds& t) {
           w.loop_tg_cursor = w.tg_static_begin;
+          w.loop_thread = &t;
           k.run_thread(d.launch, memory, t);
+          w.loop_thread = nullptr;
           tg_high_water = std::max(tg_high_water, w.loop_tg_cursor);
         });
       } else {

@@ -1,6 +1,8 @@
 // The C preprocessor pass over MSL (see msl_preprocess.h).
 #include "msl_preprocess.h"
 
+#include "text_file.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -9,14 +11,6 @@
 
 namespace metalsim {
 namespace {
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("metalsim: cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string directoryOf(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -64,7 +58,7 @@ std::string preprocessMsl(const std::string& source, const std::string& path, co
   cmd += " -iquote " + shellQuote(directoryOf(path)) + " -isystem " + shellQuote(stubs) + " " + shellQuote(input) +
          " -o " + shellQuote(output);
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("metalsim: preprocessing " + path + " failed");
-  std::string text = readFile(output);
+  std::string text = readTextFile(output);
   std::remove(input.c_str());
   std::remove(output.c_str());
   // Linemarkers name the scratch copy; name the real file instead.

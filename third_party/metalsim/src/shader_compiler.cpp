@@ -18,6 +18,7 @@
 #include <thread>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "kernel_registry.h"
 #include "library.h"
 #include "msl_preprocess.h"
+#include "text_file.h"
 #include "metalx/runtime/error.h"
 #include "metalx/runtime/include_expander.h"
 #include "translator.h"
@@ -39,13 +41,6 @@ using metalx::rt::ErrorKind;
 bool isFile(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string readFile(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 void makeDirs(const std::string& path) {
@@ -107,9 +102,9 @@ const std::string& toolchainIdentity() {
     int status = 0;
     std::string version = runCapture(shellQuote(config().cxx) + " --version", &status);
     const PreludePaths& p = preludePaths();
-    std::string prelude = readFile(p.prelude_dir + "/metal_stdlib") +
-                          readFile(p.include_dir + "/metalsim/kernel_abi.h") +
-                          readFile(p.include_dir + "/metalsim/checked_abi.h");
+    std::string prelude = readTextFile(p.prelude_dir + "/metal_stdlib") +
+                          readTextFile(p.include_dir + "/metalsim/kernel_abi.h") +
+                          readTextFile(p.include_dir + "/metalsim/checked_abi.h");
     if (DIR* d = opendir((p.prelude_dir + "/metalsim_prelude").c_str())) {
       std::vector<std::string> names;
       while (dirent* e = readdir(d)) names.push_back(e->d_name);
@@ -117,7 +112,7 @@ const std::string& toolchainIdentity() {
       std::sort(names.begin(), names.end());
       for (auto& n : names)
         if (n.size() > 2 && n.substr(n.size() - 2) == ".h")
-          prelude += readFile(p.prelude_dir + "/metalsim_prelude/" + n);
+          prelude += readTextFile(p.prelude_dir + "/metalsim_prelude/" + n);
     }
     return config().cxx + "\n" + version + "\n" + METALSIM_KERNEL_FLAGS_STR + "\n" +
            std::to_string(kabi::kAbiVersion) + "\n" + hashHex(prelude);
@@ -128,8 +123,10 @@ const std::string& toolchainIdentity() {
 }  // namespace
 
 void trimKernelCache(const std::string& dir, uint64_t max_bytes) {
+  // An entry: a compiled library (.so with its .cpp), or a memoised preprocessed
+  // built-in source (builtin-pp-*.metal); the oldest go first.
   struct Entry {
-    std::string stem;
+    std::vector<std::string> paths;
     time_t mtime;
     uint64_t bytes;
   };
@@ -137,23 +134,29 @@ void trimKernelCache(const std::string& dir, uint64_t max_bytes) {
   uint64_t total = 0;
   DIR* d = opendir(dir.c_str());
   if (!d) return;
+  auto endsWith = [](const std::string& n, const std::string& tail) {
+    return n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0;
+  };
   while (dirent* e = readdir(d)) {
     std::string n = e->d_name;
-    if (n.size() < 4 || n.substr(n.size() - 3) != ".so") continue;
-    std::string stem = n.substr(0, n.size() - 3);
-    struct stat so, src;
-    if (stat((dir + "/" + n).c_str(), &so) != 0) continue;
-    uint64_t bytes = uint64_t(so.st_size);
-    if (stat((dir + "/" + stem + ".cpp").c_str(), &src) == 0) bytes += uint64_t(src.st_size);
-    entries.push_back({stem, so.st_mtime, bytes});
-    total += bytes;
+    const bool library = endsWith(n, ".so"), memo = n.rfind("builtin-pp-", 0) == 0 && endsWith(n, ".metal");
+    if (!library && !memo) continue;
+    struct stat main, src;
+    if (stat((dir + "/" + n).c_str(), &main) != 0) continue;
+    Entry entry{{dir + "/" + n}, main.st_mtime, uint64_t(main.st_size)};
+    if (library) {
+      const std::string cpp = dir + "/" + n.substr(0, n.size() - 3) + ".cpp";
+      if (stat(cpp.c_str(), &src) == 0) entry.bytes += uint64_t(src.st_size);
+      entry.paths.push_back(cpp);
+    }
+    total += entry.bytes;
+    entries.push_back(std::move(entry));
   }
   closedir(d);
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.mtime < b.mtime; });
   for (const Entry& e : entries) {
     if (total <= max_bytes) break;
-    unlink((dir + "/" + e.stem + ".so").c_str());
-    unlink((dir + "/" + e.stem + ".cpp").c_str());
+    for (const std::string& p : e.paths) unlink(p.c_str());
     total -= e.bytes;
   }
 }
@@ -298,7 +301,7 @@ CompiledKernels compileKernels(const std::string& source, const metalx::rt::Comp
     key_mutex = slot;
   }
   std::lock_guard<std::mutex> lock(*key_mutex);
-  const bool cached = isFile(so_path) && isFile(src_path) && readFile(src_path) == cpp;
+  const bool cached = isFile(so_path) && isFile(src_path) && readTextFileIfAny(src_path) == cpp;
   auto compile = [&] {
     makeDirs(dir);
     static std::atomic<int> counter{0};
@@ -392,21 +395,57 @@ void checkConstants(const std::vector<FunctionConstantDecl>& declared,
   }
 }
 
+// A hash of every file in the built-in sources' folder (the .metal files and the headers
+// they include), with the toolchain and prelude: what their preprocessed text depends on.
+std::string builtinFolderHash(const std::string& source_dir, const std::vector<std::string>& names) {
+  std::string all = toolchainIdentity();
+  for (const std::string& n : names) all += "\n" + n + "\n" + readTextFileIfAny(source_dir + "/" + n).value_or("");
+  return hashHex(all);
+}
+
+// The built-in source `file` through the C preprocessor (as the build's msl2cpp does:
+// built-in kernels spell parameter lists and instantiations with macros), memoised in
+// the cache folder: `cpp -E` over every source costs seconds at each process start.
+std::string preprocessedBuiltin(const std::string& source_dir, const std::string& file,
+                                const std::string& folder_hash) {
+  const std::string memo = config().cache_dir + "/builtin-pp-" + hashHex(folder_hash + "\n" + file) + ".metal";
+  if (std::optional<std::string> text = readTextFileIfAny(memo)) return *text;
+  const std::string path = source_dir + "/" + file;
+  const std::string scratch = config().cache_dir + "/tmp-pp-" + std::to_string(getpid()) + "-" + file;
+  std::string source = preprocessMsl(readTextFile(path), path, config().cxx, preludePaths().prelude_dir, {}, scratch);
+  // The linemarkers name the scratch files: without this process's name for them, the
+  // translation (the cache key) is the same in every process.
+  for (size_t at = source.find(scratch); at != std::string::npos; at = source.find(scratch, at))
+    source.replace(at, scratch.size(), "metalsim-builtin");
+  const std::string tmp = scratch + ".memo";
+  {
+    std::ofstream o(tmp, std::ios::binary);
+    o << source;
+  }
+  std::rename(tmp.c_str(), memo.c_str());  // whole or not at all, for other processes
+  return source;
+}
+
 }  // namespace
 
 std::shared_ptr<const KernelSet> compileBuiltinKernelsWithValidation(const std::string& source_dir) {
-  std::vector<std::string> files;
+  std::vector<std::string> files, folder;
   if (DIR* d = opendir(source_dir.c_str())) {
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      folder.push_back(n);
       if (n.size() > 6 && n.substr(n.size() - 6) == ".metal") files.push_back(n);
     }
     closedir(d);
   }
+  std::sort(folder.begin(), folder.end());
   if (files.empty())
     throw Error(ErrorKind::NotFound, "METALSIM_SHADER_VALIDATION=all: no built-in kernel sources (*.metal) in " +
                                          source_dir);
   std::sort(files.begin(), files.end());
+  makeDirs(config().cache_dir);
+  const std::string folder_hash = builtinFolderHash(source_dir, folder);
   // Each file is its own library, as at build time; the largest take a minute to
   // compile, so they compile in parallel (once per machine: the disk cache keeps them).
   std::vector<std::shared_ptr<const KernelSet>> parts(files.size());
@@ -418,18 +457,9 @@ std::shared_ptr<const KernelSet> compileBuiltinKernelsWithValidation(const std::
         metalx::rt::CompileOptions options;
         options.source_name = files[i];
         options.include_dirs = {source_dir};
-        // Through the C preprocessor first, as the build's msl2cpp does: built-in kernels
-        // spell parameter lists and instantiations with macros.
-        const std::string path = source_dir + "/" + files[i];
-        makeDirs(config().cache_dir);
-        const std::string scratch =
-            config().cache_dir + "/tmp-pp-" + std::to_string(getpid()) + "-" + std::to_string(i);
-        std::string source = preprocessMsl(readFile(path), path, config().cxx, preludePaths().prelude_dir, {}, scratch);
-        // The linemarkers name the scratch files: without this process's name for them,
-        // the translation (the cache key) is the same in every process.
-        for (size_t at = source.find(scratch); at != std::string::npos; at = source.find(scratch, at))
-          source.replace(at, scratch.size(), "metalsim-builtin");
-        parts[i] = compileKernels(source, options, {}, /*builtin=*/true).kernels;
+        parts[i] = compileKernels(preprocessedBuiltin(source_dir, files[i], folder_hash), options, {},
+                                  /*builtin=*/true)
+                       .kernels;
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }

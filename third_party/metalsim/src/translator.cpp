@@ -798,6 +798,25 @@ class Translator {
     return out;
   }
 
+  // `sizeof(tile)`, `sizeof tile[0]` after `tile` became a checked array (a class):
+  // inside sizeof's operand, `var` is spelled as an lvalue of the array type instead,
+  // so the sizes stay the array's.
+  void keepArraySizeof(const std::string& var, const std::string& as_array, size_t from, size_t to,
+                       std::vector<Edit>& edits) const {
+    for (size_t j = from; j + 1 < to; ++j) {
+      if (!is(j, Tok::Ident, "sizeof")) continue;
+      size_t first = j + 1, last = j + 1;
+      if (punct(first, "(") && match_[first] != std::string::npos) last = match_[first];
+      else if (toks_[first].kind == Tok::Ident) {
+        while (last + 1 < to && punct(last + 1, "[") && match_[last + 1] != std::string::npos) last = match_[last + 1];
+      }
+      for (size_t v = first; v <= last && v < to; ++v)
+        if (is(v, Tok::Ident, var.c_str()) && !(v > 0 && (punct(v - 1, ".") || punct(v - 1, "->") || punct(v - 1, "::"))))
+          edits.push_back({toks_[v].begin, toks_[v].end, as_array});
+      j = last;
+    }
+  }
+
   void rewriteThreadgroupDecls(const KernelDef& k, std::vector<Edit>& edits) {
     for (size_t i = k.body_begin + 1; i < k.body_end; ++i) {
       if (!is(i, Tok::Ident, "threadgroup")) continue;
@@ -837,8 +856,16 @@ class Translator {
       for (size_t p = 0; p < parts.size(); ++p) {
         size_t name = p == 0 ? first_name : declarator(parts[p].first, parts[p].second);
         std::string dims = name + 1 < parts[p].second ? text(name + 1, parts[p].second - 1) : "";
-        rep += "auto& " + toks_[name].text + " = *metalsim_kernel_ns::tg_alloc<" + type + dims +
-               ">(); ";
+        const std::string& var = toks_[name].text;
+        const std::string alloc = "*metalsim_kernel_ns::tg_alloc<" + type + dims + ">()";
+        // With validation an array's indexing is checked (metalsim_checked::tg_array).
+        if (opt_.checked_pointers && !dims.empty()) {
+          rep += "auto " + var + " = metalsim_checked::tg_array<" + type + dims + ">(" + alloc + ", \"" + var +
+                 "\"); ";
+          keepArraySizeof(var, "(*static_cast<" + type + "(*)" + dims + ">(nullptr))", semi, k.body_end, edits);
+        } else {
+          rep += "auto& " + var + " = " + alloc + "; ";
+        }
       }
       edits.push_back({toks_[i].begin, toks_[semi].end, rep});
       i = semi;
@@ -895,9 +922,11 @@ class Translator {
     }
     auto inClass = [&](size_t tok) { return class_braces.count(innermost[tok]) != 0; };
     for (size_t i = 0; i < toks_.size(); ++i) {
-      if (!is(i, Tok::Ident, "device") && !is(i, Tok::Ident, "constant")) continue;
+      if (!is(i, Tok::Ident, "device") && !is(i, Tok::Ident, "constant") && !is(i, Tok::Ident, "threadgroup"))
+        continue;
       if (inClass(i)) continue;
       bool is_const = toks_[i].text == "constant", is_volatile = false;
+      const bool is_threadgroup = toks_[i].text == "threadgroup";
       size_t first = i;
       while (first > 0 && isCv(toks_[first - 1])) --first;
       for (size_t k = first; k < i; ++k) (toks_[k].text == "const" ? is_const : is_volatile) = true;
@@ -940,7 +969,10 @@ class Translator {
       }
       // Spelled no longer than the source (`device float*` -> `msim_d<float>`), so the
       // columns of what follows on the line stay the user's.
-      const char* alias = is_const ? (is_volatile ? "msim_cv<" : "msim_c<") : (is_volatile ? "msim_v<" : "msim_d<");
+      const char* alias = is_const      ? (is_volatile ? "msim_cv<" : "msim_c<")
+                          : is_volatile   ? "msim_v<"
+                          : is_threadgroup ? "msim_t<"
+                                           : "msim_d<";
       size_t last = star;
       std::string prefix;
       if (is(star + 1, Tok::Ident, "const")) {  // `device float* const p`
@@ -1140,6 +1172,9 @@ class Translator {
         bound.push_back(&kp);
         if (validate && kp.bind == "Buffer")
           o << "metalsim_checked::bindBuffer<msim_fn_" << n << ", " << p << ", " << kp.index << ">(L, t, lengths)";
+        else if (validate && kp.bind == "Threadgroup")
+          o << "metalsim_checked::bindThreadgroup<msim_fn_" << n << ", " << p << ", " << kp.index
+            << ">(L, M, t, lengths)";
         else
           o << "metalsim_kernel_ns::bindArg<msim_fn_" << n << ", " << p << ", msk::Bind::" << kp.bind << ", "
             << kp.index << ">(L, M, t)";

@@ -19,19 +19,8 @@
 #include <vector>
 
 #include "msl_preprocess.h"
+#include "text_file.h"
 #include "translator.h"
-
-namespace {
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("msl2cpp: cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   metalsim::TranslateOptions opt;
@@ -53,7 +42,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    std::string source = readFile(in);
+    std::string source = metalsim::readTextFile(in);
     if (!cpp.empty()) source = metalsim::preprocessMsl(source, in, cpp, prelude, cpp_flags, out);
     auto result = metalsim::translateMsl(source, opt);
     std::ofstream o(out);

@@ -14,13 +14,14 @@
 
 namespace metalsim::checked_abi {
 
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
-// An access a kernel attempted outside the range of the buffer binding its pointer
-// came from.
+// An access a kernel attempted outside the range of the buffer binding or the
+// threadgroup memory its pointer came from.
 struct Access {
-  const void* base;              // the binding's start (buffer contents + offset)
-  const void* end;               // the end of the bound buffer
+  const void* base;              // the binding's start (buffer contents + offset), or
+                                 // the start of a threadgroup variable or argument
+  const void* end;               // the end of the bound buffer (or of that memory)
   const void* address;           // first byte accessed
   size_t size;                   // bytes accessed
   const char* type;              // the element type, as the compiler spells it
@@ -28,6 +29,8 @@ struct Access {
   // unknown. A number, not the thread's ids: a pointer to those would make every
   // thread of a kernel store all of them, just in case.
   uint64_t thread_in_grid;
+  // The threadgroup variable indexed (`threadgroup float tile[64]` -> "tile"), or null.
+  const char* variable;
 };
 
 struct Api {
@@ -38,7 +41,8 @@ struct Api {
   // Throws (unwinding the kernel) when the calling thread's dispatch is past its deadline.
   void (*watchdog_check)();
   // For the dispatch the calling thread runs: bytes from each [[buffer(n)]] binding's
-  // start to the end of its buffer (or of its inline bytes), indexed by n.
+  // start to the end of its buffer (or of its inline bytes) at index n, and the length
+  // set for each [[threadgroup(n)]] argument at index kMaxBindings + n.
   const uint64_t* (*bound_lengths)();
   // Fails the dispatch with a message naming the kernel, argument, offset, type and thread.
   [[noreturn]] void (*violation)(const Access* access);

@@ -4,16 +4,19 @@
 // metal_stdlib (and metalsim/checked_abi.h before it). Built-in kernels never include
 // it, so they are neither slowed nor rebuilt by anything here.
 //
-// Validation: the translator rewrites every `device T*` / `constant T*` type the source
-// spells (kernel parameters, locals, casts, helper parameters; not struct members,
-// whose layout is the buffer's) into msim_d<T> / msim_c<T> (= metalsim_checked::ptr<T>
-// / ptr<const T>), and reinterpret_cast / const_cast into msim_cast. Such a
-// pointer carries the range of the buffer binding it came from, and every access
-// through it (p[i], *p, p->m, atomics, SIMD-group matrix loads) is checked against that
-// range first; an access outside fails the dispatch through the simulator, before any
-// byte outside is touched, with a message naming the kernel, argument, offset, type and
-// thread. Pointer arithmetic keeps the range; a pointer made from a plain one (&p[i],
-// a thread or threadgroup pointer) has none and is not checked.
+// Validation: the translator rewrites every `device T*` / `constant T*` /
+// `threadgroup T*` type the source spells (kernel parameters, locals, casts, helper
+// parameters; not struct members, whose layout is the buffer's) into msim_d<T> /
+// msim_c<T> / msim_t<T> (= metalsim_checked::ptr<T> / ptr<const T>), threadgroup
+// arrays into tg_array, and reinterpret_cast / const_cast into msim_cast. Such a
+// pointer carries the range of the buffer binding, [[threadgroup(n)]] argument or
+// threadgroup array it came from, and every access through it (p[i], *p, p->m,
+// atomics, SIMD-group matrix loads) is checked against that range first; an access
+// outside fails the dispatch through the simulator, before any byte outside is touched,
+// with a message naming the kernel, argument (or variable), offset, type and thread.
+// Pointer arithmetic keeps the range; a pointer made from a plain one (&p[i], a thread
+// pointer) has none and is not checked, nor are threadgroup scalars (`threadgroup
+// uint n;`), which only a pointer could take out of range.
 //
 // Watchdog: the translator adds metalsim_checked::tick() to every loop iteration. It
 // reads one flag that the simulator raises only while some dispatch is past its
@@ -51,17 +54,22 @@ const char* typeSpelling() {
 
 template <class T>
 [[noreturn]] __attribute__((noinline, cold)) void outside(uintptr_t lo, uintptr_t hi, uintptr_t at, size_t size,
-                                                         uint64_t caller) {
+                                                         uint64_t caller, const char* variable = nullptr) {
   abi::Access a{reinterpret_cast<const void*>(lo), reinterpret_cast<const void*>(hi),
-                reinterpret_cast<const void*>(at), size, typeSpelling<std::remove_cv_t<T>>(), caller};
+                reinterpret_cast<const void*>(at), size, typeSpelling<std::remove_cv_t<T>>(), caller, variable};
   api->violation(&a);
   __builtin_unreachable();
 }
+
+template <class A>
+class tg_array;
 
 template <class T>
 class ptr {
   template <class U>
   friend class ptr;
+  template <class A>
+  friend class tg_array;
 
  public:
   using element_type = T;
@@ -184,6 +192,40 @@ class ptr {
   uint64_t thread_ = ~uint64_t(0);  // the binding thread's linear grid position
 };
 
+// A threadgroup array (`threadgroup float tile[16][17];` becomes
+// `auto tile = tg_array<float[16][17]>(...)`): indexing is checked against the whole
+// variable, as an access through a pointer to it is, and the message names it. It is a
+// checked pointer to its first element, so it decays as the array would: into helper
+// parameters (`threadgroup T* buf`, T deduced), pointer arithmetic, simdgroup_load.
+// Indexing a dimension that is not the last gives the row, still checked.
+template <class E, size_t N>
+class tg_array<E[N]> : public ptr<E> {
+ public:
+  // The variable itself: the range is all of it.
+  tg_array(E (&whole)[N], const char* name) : tg_array(whole, reinterpret_cast<uintptr_t>(&whole), name) {
+    this->hi_ = this->lo_ + sizeof(whole);
+  }
+  // A row of an enclosing array: the enclosing variable's range.
+  tg_array(E* first, uintptr_t lo, uintptr_t hi, const char* name) : tg_array(first, lo, name) { this->hi_ = hi; }
+
+  template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+  decltype(auto) operator[](I i) const {
+    E* at = this->p_ + i;
+    if constexpr (std::is_array_v<E>) {
+      return tg_array<E>(*at, this->lo_, this->hi_, name_);
+    } else {
+      const uintptr_t a = reinterpret_cast<uintptr_t>(at);
+      if (__builtin_expect(a < this->lo_ || a > this->hi_ - sizeof(E), 0))
+        outside<E>(this->lo_, this->hi_, a, sizeof(E), this->thread_, name_);
+      return *at;
+    }
+  }
+
+ private:
+  tg_array(E* first, uintptr_t lo, const char* name) : ptr<E>(first), name_(name) { this->lo_ = lo; }
+  const char* name_;
+};
+
 template <class A, class B>
 bool operator==(const ptr<A>& a, const ptr<B>& b) { return a.get() == b.get(); }
 template <class A, class B>
@@ -216,14 +258,32 @@ __attribute__((always_inline)) inline To reinterpret(From&& from) {
 
 // Binds [[buffer(Index)]] to parameter I of the kernel F: a checked pointer gets the
 // binding's range; a reference or value (constant Params& p) must fit in it.
+// The thread's linear position in the grid (x fastest), for messages.
+inline uint64_t linearThread(const metalsim::kabi::Launch& L, const metalsim::kabi::ThreadIds& t) {
+  const metalsim::kabi::U3 pos = t.thread_position_in_grid;
+  return (uint64_t(pos.z) * L.threads_per_grid.y + pos.y) * L.threads_per_grid.x + pos.x;
+}
+
+// Binds [[threadgroup(Index)]] to parameter I of the kernel F: a checked pointer gets
+// the length the encoder set for it.
+template <class F, size_t I, uint32_t Index>
+inline typename metalsim_kernel_ns::FnArgs<F>::template at<I> bindThreadgroup(const metalsim::kabi::Launch& L,
+                                                                            const metalsim::kabi::GroupMemory& M,
+                                                                            const metalsim::kabi::ThreadIds& t,
+                                                                            const uint64_t* lengths) {
+  using P = typename metalsim_kernel_ns::FnArgs<F>::template at<I>;
+  if constexpr (is_ptr<P>::value)
+    return P::bound(M.dynamic[Index], lengths[metalsim::kabi::kMaxBindings + Index], linearThread(L, t));
+  else return static_cast<P>(M.dynamic[Index]);  // a pointer type the translator did not rewrite
+}
+
 template <class F, size_t I, uint32_t Index>
 inline typename metalsim_kernel_ns::FnArgs<F>::template at<I> bindBuffer(const metalsim::kabi::Launch& L,
                                                                        const metalsim::kabi::ThreadIds& t,
                                                                        const uint64_t* lengths) {
   using P = typename metalsim_kernel_ns::FnArgs<F>::template at<I>;
   void* base = L.buffers[Index];
-  const metalsim::kabi::U3 pos = t.thread_position_in_grid;
-  const uint64_t caller = (uint64_t(pos.z) * L.threads_per_grid.y + pos.y) * L.threads_per_grid.x + pos.x;
+  const uint64_t caller = linearThread(L, t);
   if constexpr (is_ptr<P>::value) {
     return P::bound(base, lengths[Index], caller);
   } else if constexpr (std::is_pointer_v<P>) {
@@ -251,6 +311,9 @@ template <class T>
 using msim_v = ::metalsim_checked::ptr<volatile T>;
 template <class T>
 using msim_cv = ::metalsim_checked::ptr<const volatile T>;
+// `threadgroup T*` (const / volatile spellings share the ones above).
+template <class T>
+using msim_t = ::metalsim_checked::ptr<T>;
 // reinterpret_cast and const_cast, which cannot take a class (see reinterpret).
 template <class To, class From>
 __attribute__((always_inline)) inline To msim_cast(From&& from) {
