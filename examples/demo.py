@@ -104,6 +104,11 @@ def main():
     print(f"  {len(composite)} are composites of other ops: " + ", ".join(composite))
     print(f"  {len(fallbacks)} fell back to the CPU: "
           + ", ".join(f"{op} x{n}" for op, n in sorted(fallbacks.items())))
+    native_calls = sum(counter.counts[op] for op in native)
+    fallback_calls = sum(fallbacks.values())
+    print(f"share of the step's computing calls that ran natively on metalx: "
+          f"{native_calls / max(1, native_calls + fallback_calls):.0%} "
+          f"({native_calls} native, {fallback_calls} on the CPU fallback)")
     if worst > 1e-3 or accuracy < 0.9:
         raise SystemExit("demo FAILED: metalx training does not match the CPU")
 
