@@ -20,6 +20,8 @@ struct UpsampleShape {
   float scale_h, scale_w;  // source step per output index, computed on the host as CPU does
   uint mode;               // 0 nearest, 1 nearest-exact, 2 linear
   uint align_corners;
+  uint round_weights;      // linear forward in half/bfloat: weights rounded to T first,
+                           // as CPU's generic kernel stores them (the host decides when)
 };
 
 constant uint kNearest = 0;
@@ -114,6 +116,15 @@ inline Taps taps_of(long i, long o, long in, long out, float scale, uint mode, u
   return r;
 }
 
+// CPU's generic linear kernel keeps its weights in the tensor's dtype: w1 rounded,
+// w0 = 1 - w1 rounded again; the arithmetic stays in float.
+template <typename T>
+inline LinearTap rounded_weights(LinearTap t) {
+  t.w1 = float(T(t.w1));
+  t.w0 = float(T(1.0f - t.w1));
+  return t;
+}
+
 template <typename T>
 kernel void upsample(device const T* in [[buffer(0)]],
                      device T* out [[buffer(1)]],
@@ -128,8 +139,9 @@ kernel void upsample(device const T* in [[buffer(0)]],
     const long x = nearest_source(p.w, s.in_w, s.out_w, s.scale_w, s.mode);
     result = plane[y * s.in_s[2] + x * s.in_s[3]];
   } else {
-    const LinearTap ty = linear_source(p.z, s.in_h, s.out_h, s.scale_h, s.align_corners);
-    const LinearTap tx = linear_source(p.w, s.in_w, s.out_w, s.scale_w, s.align_corners);
+    LinearTap ty = linear_source(p.z, s.in_h, s.out_h, s.scale_h, s.align_corners);
+    LinearTap tx = linear_source(p.w, s.in_w, s.out_w, s.scale_w, s.align_corners);
+    if (s.round_weights) ty = rounded_weights<T>(ty), tx = rounded_weights<T>(tx);
     device const T* r0 = plane + ty.i0 * s.in_s[2];
     device const T* r1 = plane + ty.i1 * s.in_s[2];
     const float top = tx.w0 * float(r0[tx.i0 * s.in_s[3]]) + tx.w1 * float(r0[tx.i1 * s.in_s[3]]);

@@ -8,6 +8,7 @@
 // bfloat16 run natively (float arithmetic); other dtypes (uint8, float64) run CPU's
 // kernels through the fallback.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/ops/_upsample_nearest_exact1d_backward_meta.h>
 #include <ATen/ops/_upsample_nearest_exact1d_meta.h>
 #include <ATen/ops/_upsample_nearest_exact2d_backward_meta.h>
@@ -39,6 +40,7 @@ struct UpsampleShape {
   float scale_h = 1, scale_w = 1;
   uint32_t mode = 0;
   uint32_t align_corners = 0;
+  uint32_t round_weights = 0;
 };
 
 enum Mode : uint32_t { kNearest = 0, kNearestExact = 1, kLinear = 2 };
@@ -81,6 +83,19 @@ UpsampleShape shapeOf(Mode mode, int spatial, bool align_corners, Scale scale_h,
   return s;
 }
 
+// Whether CPU's linear forward runs its generic kernel, which keeps half/bfloat16
+// weights in that dtype, rather than its vectorised one (float weights): always in 1-d;
+// in 2-d unless the input is channels_last with more than 3 channels, the output is
+// small (height + width <= 128), or one thread interpolates 3 channels
+// (UpSampleKernel.cpp's conditions). Matching it keeps results CPU's to the bit.
+bool cpuTakesGenericLinear(const Tensor& input, const Tensor& output) {
+  if (input.dim() < 4) return true;
+  const bool channels_last = input.is_contiguous(at::MemoryFormat::ChannelsLast) && input.size(1) > 3;
+  const bool small = output.size(-2) + output.size(-1) <= 128;
+  const bool one_thread_rgb = at::get_num_threads() == 1 && input.size(1) == 3;
+  return !(channels_last || small || one_thread_rgb);
+}
+
 // The arguments of an op after its sizes: (align_corners,) then one scale per spatial dim.
 struct Options {
   bool align_corners = false;
@@ -118,7 +133,8 @@ void forwardInto(const Tensor& self, const Tensor& out, IntArrayRef output_size,
     return;
   }
   const Options o = optionsOf(args...);
-  const UpsampleShape s = shapeOf(Op::kMode, Op::kSpatial, o.align_corners, o.scale_h, o.scale_w, self, out);
+  UpsampleShape s = shapeOf(Op::kMode, Op::kSpatial, o.align_corners, o.scale_h, o.scale_w, self, out);
+  s.round_weights = Op::kMode == kLinear && self.scalar_type() != at::kFloat && cpuTakesGenericLinear(self, out);
   spatial::encodeThreads(forward_kernels, *type, {&self, &out}, s, static_cast<uint64_t>(out.numel()));
 }
 

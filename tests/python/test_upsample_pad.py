@@ -121,6 +121,33 @@ def test_interpolate_1d_matches_cpu(dtype, args):
     assert_native()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("layout", [None, channels_last], ids=["contiguous", "channels_last"])
+@pytest.mark.parametrize("size", [(100, 90), (40, 30)], ids=["large", "small"])
+def test_linear_half_matches_cpu_kernel_choice(dtype, channels, layout, size):
+    """CPU's generic linear kernel rounds its weights to half/bfloat16 (large outputs,
+    1-d); its vectorised one keeps them in float (small outputs, channels_last with > 3
+    channels). metalx follows the same choice, so it matches CPU in the dtype itself."""
+    x = (sample((2, channels, 20, 17)) * 9).to(dtype)
+    d = x.to(DEV) if layout is None else layout(x.to(DEV))
+    c = x if layout is None else layout(x)
+    ulp = dict(rtol=1e-3, atol=1e-3) if dtype == torch.float16 else dict(rtol=8e-3, atol=8e-3)
+
+    def check(got, ref):
+        # Bit-equal to CPU but for rare last-bit ties (CPU's vector code fuses
+        # multiply-adds); the other weight rounding would change ~half the elements.
+        assert_same(got, ref, **ulp)
+        assert (got.cpu() != ref).float().mean().item() < 2e-3
+
+    for ac in [False, True]:
+        check(F.interpolate(d, size=size, mode="bilinear", align_corners=ac),
+              F.interpolate(c, size=size, mode="bilinear", align_corners=ac))
+    x1 = x[:, :, 0]
+    check(F.interpolate(x1.to(DEV), size=size[0], mode="linear"), F.interpolate(x1, size=size[0], mode="linear"))
+    assert_native()
+
+
 def test_upsample_out_forms_and_direct_scales():
     x = sample((1, 2, 4, 5))
     for op, args in [(torch.ops.aten.upsample_nearest2d, ([7, 9], 1.9, 1.8)),
