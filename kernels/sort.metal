@@ -105,10 +105,11 @@ kernel void sort_block(device const T* in [[buffer(0)]],
   const ulong first_seg = ulong(group) * (block / segment);
   const K flip = p.descending ? K(~K(0)) : K(0);
 
+  const uint seg_shift = ctz(segment);  // sizes are powers of two: shifts, not divisions
   for (uint s = tid; s < block; s += nthreads) {
-    const ulong seg = first_seg + s / segment;
+    const ulong seg = first_seg + (s >> seg_shift);
     const ulong line = seg / segs_per_line;
-    const ulong j = (seg - line * segs_per_line) * segment + (s % segment);
+    const ulong j = (seg - line * segs_per_line) * segment + (s & (segment - 1));
     if (seg < total_segs && j < p.n) {
       const long off = line_offset(p, p.in_strides, line) + long(j) * p.in_step;
       keys[s] = SortKey<T>::of(in[off]) ^ flip;
@@ -126,7 +127,7 @@ kernel void sort_block(device const T* in [[buffer(0)]],
   for (uint size = 2; size <= segment; size <<= 1) {
     for (uint stride = size >> 1; stride > 0; stride >>= 1) {
       for (uint q = tid; q < block / 2; q += nthreads) {
-        const uint a = (q / stride) * (2 * stride) + (q % stride);
+        const uint a = ((q & ~(stride - 1)) << 1) | (q & (stride - 1));  // q / stride * 2 * stride + q % stride
         const uint b = a + stride;
         const bool ascending = size == segment || (a & size) == 0;
         const K ka = keys[a], kb = keys[b];
@@ -141,9 +142,9 @@ kernel void sort_block(device const T* in [[buffer(0)]],
   }
 
   for (uint s = tid; s < block; s += nthreads) {
-    const ulong seg = first_seg + s / segment;
+    const ulong seg = first_seg + (s >> seg_shift);
     const ulong line = seg / segs_per_line;
-    const ulong j = (seg - line * segs_per_line) * segment + (s % segment);
+    const ulong j = (seg - line * segs_per_line) * segment + (s & (segment - 1));
     if (seg < total_segs && j < p.n) {
       keys_out[line * p.n + j] = keys[s];
       pos_out[line * p.n + j] = pos[s];
@@ -163,7 +164,8 @@ kernel void sort_merge(device const K* keys_in [[buffer(0)]],
   const ulong w = p.width;
   for (ulong e = gid; e < total; e += threads) {
     const ulong line = e / p.n, i = e - line * p.n, base = line * p.n;
-    const ulong run = i / w, start = (run & ~1ul) * w;
+    const uint w_shift = ctz(p.width);  // widths are powers of two
+    const ulong run = i >> w_shift, start = (run & ~1ul) << w_shift;
     const K key = keys_in[e];
     const uint id = pos_in[e];
     ulong lo, hi, own;

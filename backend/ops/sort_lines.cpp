@@ -23,6 +23,10 @@ using launch::Variant;
 constexpr int kMaxLineDims = 8;
 constexpr uint32_t kBlock = 2048;       // pairs a threadgroup sorts (kernels/sort.metal)
 constexpr uint32_t kMaxGroupThreads = 256;
+// The block sort's threads per group on the simulator, where every threadgroup barrier
+// switches each thread's fiber: fewer threads doing more compare-exchanges per stage
+// cost less there, the same work.
+constexpr uint32_t kSimulatedBlockThreads = 32;
 constexpr uint64_t kMaxThreads = uint64_t(1) << 22;  // grid-stride past that
 
 // Mirrors kernels/sort.metal's SortParams.
@@ -112,7 +116,9 @@ void sortLines(const at::Tensor& self, int64_t dim, bool descending, int64_t k, 
   p.block = static_cast<uint32_t>(std::min<uint64_t>(kBlock, segment * nextPow2(std::min<uint64_t>(segments, kBlock))));
   {
     const uint64_t groups = ceilDiv(segments, p.block / segment);
-    const uint64_t threads = std::clamp<uint64_t>(p.block / 2, 1, kMaxGroupThreads);
+    const bool simulated = stream.device().info().is_simulated;
+    const uint64_t threads =
+        std::clamp<uint64_t>(p.block / 2, 1, simulated ? kSimulatedBlockThreads : kMaxGroupThreads);
     const auto& pipeline = block_kernels.pipeline(stream, Variant::Plain, dtype);
     const auto in = bufferFor(self), kb = bufferFor(keys[0]), pb = bufferFor(pos[0]);
     stream.encodeCompute([&](rt::ComputeEncoder& e) {
