@@ -16,6 +16,7 @@
 //                     per pair finds its place in the partner run by binary search (its
 //                     rank there plus its rank in its own run is its place in the merged
 //                     run); log2(n / segment) passes sort lines longer than a block.
+//   sort_small_k_<T> topk with k <= 16 over many lines: a thread per line, one pass.
 //   sort_gather_<E>   writes `k` sorted positions of each line from the `start`th (int64)
 //                     and, if asked, the values they point at, through the outputs'
 //                     strides. One kernel per element size: values are moved, never
@@ -26,6 +27,7 @@ using namespace metal;
 
 #define METALX_SORT_MAX_DIMS 8
 #define METALX_SORT_BLOCK 2048
+#define METALX_SORT_SMALL_K 16
 
 struct SortParams {
   ulong lines;
@@ -210,8 +212,42 @@ kernel void sort_gather(device const E* in [[buffer(0)]],
   }
 }
 
+// topk with small k (<= METALX_SORT_SMALL_K) over many lines: a thread per line keeps
+// its k smallest pairs in registers by insertion, in one pass over the line, and writes
+// their positions (k per line) for sort_gather. The same pairs, in the same order, as a
+// full sort's first k (a later equal value never displaces an earlier one).
+template <typename T>
+kernel void sort_small_k(device const T* in [[buffer(0)]],
+                         device uint* pos_out [[buffer(1)]],
+                         constant SortParams& p [[buffer(2)]],
+                         uint gid [[thread_position_in_grid]],
+                         uint threads [[threads_per_grid]]) {
+  typedef typename SortKey<T>::K K;
+  const K flip = p.descending ? K(~K(0)) : K(0);
+  for (ulong line = gid; line < p.lines; line += threads) {
+    K keys[METALX_SORT_SMALL_K];
+    uint ids[METALX_SORT_SMALL_K];
+    uint count = 0;
+    const long base = line_offset(p, p.in_strides, line);
+    for (uint j = 0; j < p.n; ++j) {
+      const K key = SortKey<T>::of(in[base + long(j) * p.in_step]) ^ flip;
+      if (count == p.k && !pair_less(key, j, keys[count - 1], ids[count - 1])) continue;
+      uint at = count < p.k ? count++ : p.k - 1;
+      while (at > 0 && pair_less(key, j, keys[at - 1], ids[at - 1])) {
+        keys[at] = keys[at - 1];
+        ids[at] = ids[at - 1];
+        --at;
+      }
+      keys[at] = key;
+      ids[at] = j;
+    }
+    for (uint j = 0; j < p.k; ++j) pos_out[line * p.k + j] = ids[j];
+  }
+}
+
 #define METALX_SORT_BLOCK_KERNEL(T) \
-  template [[host_name("sort_block_" #T)]] kernel decltype(sort_block<T>) sort_block<T>;
+  template [[host_name("sort_block_" #T)]] kernel decltype(sort_block<T>) sort_block<T>; \
+  template [[host_name("sort_small_k_" #T)]] kernel decltype(sort_small_k<T>) sort_small_k<T>;
 METALX_SORT_BLOCK_KERNEL(float)
 METALX_SORT_BLOCK_KERNEL(half)
 METALX_SORT_BLOCK_KERNEL(bfloat)

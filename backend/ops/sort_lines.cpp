@@ -28,6 +28,10 @@ constexpr uint32_t kMaxGroupThreads = 256;
 // cost less there, the same work.
 constexpr uint32_t kSimulatedBlockThreads = 32;
 constexpr uint64_t kMaxThreads = uint64_t(1) << 22;  // grid-stride past that
+// topk of at most this many per line over at least kSmallKMinLines lines: a thread per
+// line (sort_small_k) instead of sorting whole lines.
+constexpr int64_t kSmallK = 16;
+constexpr uint64_t kSmallKMinLines = 64;
 
 // Mirrors kernels/sort.metal's SortParams.
 struct SortParams {
@@ -44,6 +48,7 @@ static_assert(sizeof(SortParams) == 8 + 10 * 4 + 3 * 8 + 4 * 8 * kMaxLineDims, "
 
 KernelFamily block_kernels("sort_block", launch::kAllTypes);
 KernelFamily merge_kernels("sort_merge", {DType::Int32, DType::Int64});
+KernelFamily small_k_kernels("sort_small_k", launch::kAllTypes);
 KernelFamily gather_kernels("sort_gather", {DType::UInt8, DType::Int16, DType::Int32, DType::Int64});
 
 DType moveType(int64_t element_size) {
@@ -62,6 +67,25 @@ uint32_t nextPow2(uint64_t v) {
 }
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Writes `count` (lines x k) sorted positions of `positions` (p.n per line) and the
+// values at them to the outputs.
+void gather(Stream& stream, const SortParams& p, const at::Tensor& self, const at::Tensor& positions,
+            const at::Tensor* values, const at::Tensor& indices, uint64_t count) {
+  const uint64_t threads = std::min<uint64_t>(count, kMaxThreads);
+  const auto& pipeline = gather_kernels.pipeline(stream, Variant::Plain, moveType(self.element_size()));
+  const auto in = bufferFor(self), pb = bufferFor(positions), ib = bufferFor(indices);
+  const auto vb = values ? bufferFor(*values) : ib;  // unused when there are no values
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    e.setComputePipeline(pipeline);
+    e.setBuffer(in.first, in.second, 0);
+    e.setBuffer(pb.first, pb.second, 1);
+    e.setBuffer(vb.first, vb.second, 2);
+    e.setBuffer(ib.first, ib.second, 3);
+    e.setBytes(&p, sizeof p, 4);
+    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kMaxGroupThreads), 1, 1});
+  });
+}
 
 }  // namespace
 
@@ -103,13 +127,30 @@ void sortLines(const at::Tensor& self, int64_t dim, bool descending, int64_t k, 
     ++p.ndim;
   }
 
+  Stream& stream = currentStream(self.device().index());
+  if (k <= kSmallK && start == 0 && k < n && lines >= kSmallKMinLines) {
+    const at::Tensor positions = at::empty({static_cast<int64_t>(lines) * k}, self.options().dtype(at::kInt));
+    const uint64_t threads = std::min<uint64_t>(lines, kMaxThreads);
+    const auto& pipeline = small_k_kernels.pipeline(stream, Variant::Plain, dtype);
+    const auto in = bufferFor(self), pb = bufferFor(positions);
+    stream.encodeCompute([&](rt::ComputeEncoder& e) {
+      e.setComputePipeline(pipeline);
+      e.setBuffer(in.first, in.second, 0);
+      e.setBuffer(pb.first, pb.second, 1);
+      e.setBytes(&p, sizeof p, 2);
+      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kMaxGroupThreads), 1, 1});
+    });
+    p.n = static_cast<uint32_t>(k);  // the gather reads k positions per line
+    gather(stream, p, self, positions, values, indices, lines * static_cast<uint64_t>(k));
+    return;
+  }
+
   // Scratch: keys and positions, line-major, twice over for the merge passes.
   const int64_t total = static_cast<int64_t>(lines) * n;
   const auto key_options = self.options().dtype(wide_keys ? at::kLong : at::kInt);
   at::Tensor keys[2] = {at::empty({total}, key_options), at::Tensor()};
   at::Tensor pos[2] = {at::empty({total}, self.options().dtype(at::kInt)), at::Tensor()};
 
-  Stream& stream = currentStream(self.device().index());
   const uint64_t segment = std::min<uint64_t>(nextPow2(n), kBlock);
   const uint64_t segments = lines * ceilDiv(n, segment);
   p.segment = static_cast<uint32_t>(segment);
@@ -155,22 +196,7 @@ void sortLines(const at::Tensor& self, int64_t dim, bool descending, int64_t k, 
     }
   }
 
-  {
-    const uint64_t count = lines * static_cast<uint64_t>(k);
-    const uint64_t threads = std::min<uint64_t>(count, kMaxThreads);
-    const auto& pipeline = gather_kernels.pipeline(stream, Variant::Plain, moveType(self.element_size()));
-    const auto in = bufferFor(self), pb = bufferFor(pos[cur]), ib = bufferFor(indices);
-    const auto vb = values ? bufferFor(*values) : ib;  // unused when there are no values
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      e.setBuffer(in.first, in.second, 0);
-      e.setBuffer(pb.first, pb.second, 1);
-      e.setBuffer(vb.first, vb.second, 2);
-      e.setBuffer(ib.first, ib.second, 3);
-      e.setBytes(&p, sizeof p, 4);
-      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kMaxGroupThreads), 1, 1});
-    });
-  }
+  gather(stream, p, self, pos[cur], values, indices, lines * static_cast<uint64_t>(k));
 }
 
 }  // namespace metalx

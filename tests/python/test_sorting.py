@@ -380,3 +380,25 @@ def test_upstream_tie_order_check_accepts_other_ties_and_rejects_wrong_indices()
         with pytest.raises(AssertionError):
             check(tc, (ref[0], bad), ref, "wrong", 0, 0)
     assert tie_order_check("sort", SampleInput(x, args=(0,), kwargs={"stable": True})) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int8, torch.uint8])
+def test_topk_small_k_over_many_lines(dtype):
+    # k <= 16 over >= 64 lines runs a thread per line (sort_small_k): same results
+    x = distinct_lines([70, 3, 120], 2, dtype, seed=4)
+    for dim, view in ((-1, x), (0, x.transpose(0, 2))):
+        for k in (1, 5, 16):
+            for largest in (True, False):
+                got = torch.topk(view.to(DEV), k, dim=dim, largest=largest)
+                ref = torch.topk(view, k, dim=dim, largest=largest)
+                assert torch.equal(got.values.cpu(), ref.values) and torch.equal(got.indices.cpu(), ref.indices)
+    # ties and NaN: the first k of the stable sort, as the full-sort path gives
+    y = sample((100, 40), torch.float32, seed=8, spread=2.0).round()
+    y[::7, 3] = float("nan")
+    got = torch.topk(y.to(DEV), 6, largest=True)
+    ref = torch.sort(y, descending=True, stable=True)
+    assert torch.allclose(got.values.cpu(), ref.values[:, :6], equal_nan=True)
+    assert torch.equal(got.indices.cpu(), ref.indices[:, :6])
+    kv = torch.kthvalue(y.to(DEV), 1, dim=1)
+    assert torch.equal(kv.indices.cpu(), torch.sort(y, stable=True).indices[:, 0])
+    assert_native()
