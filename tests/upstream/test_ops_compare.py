@@ -21,6 +21,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 
 from metalx.testing import subset
 from metalx.testing.compare import CompareMixin, sample_pair
+from metalx.testing.tie_order import tie_order_check
 
 # Before instantiation: set_test_configs only affects classes instantiated after it.
 subset.configure()
@@ -47,7 +48,8 @@ class TestCommon(CompareMixin, TestCase):
                 return s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
 
             results.append(self.compare(op.full_name, dtype, run_dev, run_cpu, f"sample {i}: {cpu_sample.summary()}",
-                                        uninitialized=_uninitialized(op)))
+                                        uninitialized=_uninitialized(op),
+                                        tie_order=tie_order_check(op.name, cpu_sample)))
         self.finish(op.full_name, results)
 
 
@@ -81,7 +83,8 @@ class TestMetalxVariants(CompareMixin, TestCase):
                 return out
 
             results.append(self.compare(op.full_name, dtype, lambda s=dev_sample: run(s, device),
-                                        lambda s=cpu_sample: run(s, "cpu"), f"out= sample {i}", uninitialized=_uninitialized(op)))
+                                        lambda s=cpu_sample: run(s, "cpu"), f"out= sample {i}", uninitialized=_uninitialized(op),
+                                        tie_order=tie_order_check(op.name, cpu_sample)))
         self.finish(op.full_name, results)
 
     @ops([o for o in op_db if o.inplace_variant is not None], dtypes=OpDTypes.supported,

@@ -134,11 +134,14 @@ def meta(x):
 class CompareMixin:
     """For common_utils.TestCase subclasses."""
 
-    def compare(self, name, dtype, run_device, run_cpu, what, *, uninitialized=False):
+    def compare(self, name, dtype, run_device, run_cpu, what, *, uninitialized=False, tie_order=None):
         """Runs both sides; asserts equal results, or the same exception type.
 
-        Returns "ok", "raises", "meta" or "random" (a mismatch explained by the op
-        sampling randomness: then only shapes and dtypes are checked).
+        Returns "ok", "raises", "meta", "ties" (indices differ from CPU's only where CPU
+        leaves the choice among equal values open: `tie_order`, from
+        metalx.testing.tie_order, checked what the op promises instead) or "random" (a
+        mismatch explained by the op sampling randomness: then only shapes and dtypes are
+        checked).
         """
         try:
             expected = run_cpu()
@@ -159,6 +162,9 @@ class CompareMixin:
         try:
             self.assertEqual(actual, expected, atol=atol, rtol=rtol, exact_device=False, msg=what)
         except AssertionError:
+            if tie_order is not None:
+                tie_order(self, actual, expected, what, atol, rtol)
+                return "ties"
             if cpu_is_random(run_cpu):
                 self.assertEqual(meta(actual), meta(expected), msg=what)
                 return "random"
