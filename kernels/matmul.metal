@@ -120,10 +120,19 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // no matrix add); one per chunk costs 8 / MM_CHUNK_K of the multiplies.
   simdgroup_float8x8 acc[MM_TM][MM_TN], part[MM_TM][MM_TN];
   simdgroup_float8x8 identity(1.0f);
+#if defined(METALSIM_VECTOR_BYTES)
+  // The simulator zeroes through a multiply (lane 0 writes, the other lanes count)
+  // rather than assigning a fresh matrix, which copies the whole matrix object on
+  // each of the 32 lanes: for short K that copying took longer than the products.
+  simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+#define MM_ZERO(m) simdgroup_multiply(m, zero, zero)
+#else
+#define MM_ZERO(m) m = make_filled_simdgroup_matrix<float, 8, 8>(0.0f)
+#endif
   for (int i = 0; i < MM_TM; ++i)
     for (int j = 0; j < MM_TN; ++j) {
-      acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-      part[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+      MM_ZERO(acc[i][j]);
+      MM_ZERO(part[i][j]);
     }
 
   // One chunk in all: `part` is the whole sum, the chunk add is skipped (for short K it
@@ -157,7 +166,7 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
           for (int i = 0; i < MM_TM; ++i)
             for (int j = 0; j < MM_TN; ++j) {
               simdgroup_multiply_accumulate(acc[i][j], identity, part[i][j], acc[i][j]);
-              part[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+              MM_ZERO(part[i][j]);
             }
         }
       }
@@ -166,8 +175,10 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
 
   // Epilogue through threadgroup memory (the staging tiles are free now).
   for (int i = 0; i < MM_TM; ++i)
-    for (int j = 0; j < MM_TN; ++j)
-      simdgroup_store(single_chunk ? part[i][j] : acc[i][j], smem + (sm + i * 8) * MM_BN + sn + j * 8, MM_BN);
+    for (int j = 0; j < MM_TN; ++j) {
+      if (single_chunk) simdgroup_store(part[i][j], smem + (sm + i * 8) * MM_BN + sn + j * 8, MM_BN);
+      else simdgroup_store(acc[i][j], smem + (sm + i * 8) * MM_BN + sn + j * 8, MM_BN);
+    }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const long batch = p.reduce_batches > 1 ? 0 : long(group.z);
   device T* c = C + batch * p.c_bs;
