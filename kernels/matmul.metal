@@ -33,16 +33,18 @@ struct MatmulParams {
 
 // Block shape per target. Apple GPUs: 64 x 64 blocks, K steps of 16, 2 x 2 SIMD groups
 // of 32 x 32 (4 x 4 fragments each: 16 accumulators per thread's share). The simulator
-// runs each SIMD-group matrix call once for the whole group (its lane 0), and every
-// other lane only counts the call, so fewer, larger SIMD-group tiles with fewer
-// fragment loads per multiply pay off there: one SIMD group per 64 x 64 block
-// (8 x 8 fragments), K steps of 32. The host dispatches MM_THREADS threads per group by
+// runs each SIMD-group matrix call once for the whole group (its lane 0), and a K step's
+// calls as one blocked loop (simdgroup_multiply_accumulate_panel), so one large
+// SIMD-group tile and long K steps pay off there: one SIMD group per 64 x 64 block
+// (8 x 8 fragments), K steps of 64 (the staged tiles then fill the 32 KB of threadgroup
+// memory; fewer steps, fewer barriers, each a round of fiber switches). The host
+// dispatches MM_THREADS threads per group by
 // DeviceInfo::is_simulated (no [[max_total_threads_per_threadgroup]]: built-in kernels
 // accept 256).
 #if defined(METALSIM_VECTOR_BYTES)
 #define MM_BM 64
 #define MM_BN 64
-#define MM_BK 32
+#define MM_BK 64
 #define MM_SGM 1
 #define MM_SGN 1
 #define MM_THREADS 32  // MM_SGM * MM_SGN SIMD groups; the host dispatches this many (matmul.cpp)
@@ -118,12 +120,24 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // no matrix add); one per chunk costs 8 / MM_CHUNK_K of the multiplies.
   simdgroup_float8x8 acc[MM_TM][MM_TN], part[MM_TM][MM_TN];
   simdgroup_float8x8 identity(1.0f);
+#if defined(METALSIM_VECTOR_BYTES)
+  // The simulator zeroes through a multiply (lane 0 writes, the other lanes count)
+  // rather than assigning a fresh matrix, which copies the whole matrix object on
+  // each of the 32 lanes: for short K that copying took longer than the products.
+  simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+#define MM_ZERO(m) simdgroup_multiply(m, zero, zero)
+#else
+#define MM_ZERO(m) m = make_filled_simdgroup_matrix<float, 8, 8>(0.0f)
+#endif
   for (int i = 0; i < MM_TM; ++i)
     for (int j = 0; j < MM_TN; ++j) {
-      acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-      part[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+      MM_ZERO(acc[i][j]);
+      MM_ZERO(part[i][j]);
     }
 
+  // One chunk in all: `part` is the whole sum, the chunk add is skipped (for short K it
+  // would cost a sixth of the multiplies, and I * part turns an inf in part into NaN).
+  const bool single_chunk = p.reduce_batches == 1 && p.K <= MM_CHUNK_K;
   if (p.alpha != 0.0f) {
     for (long b = 0; b < p.reduce_batches; ++b) {
       const long batch = p.reduce_batches > 1 ? b : long(group.z);
@@ -133,6 +147,12 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         stage_tile(As, MM_BK, a, p.a_rs, p.a_cs, m0, k0, p.M, p.K, MM_BM, MM_BK, tid);
         stage_tile(Bs, MM_BN, bm, p.b_rs, p.b_cs, k0, n0, p.K, p.N, MM_BK, MM_BN, tid);
         threadgroup_barrier(mem_flags::mem_threadgroup);
+#if defined(METALSIM_VECTOR_BYTES)
+        // The simulator: exactly the loop below (the same calls, counted on every lane, the
+        // same sums), with lane 0 running the whole K step as one register-blocked loop
+        // (metalsim_prelude/simdgroup_matrix.h).
+        metalsim::simdgroup_multiply_accumulate_panel(part, As + sm * MM_BK, MM_BK, Bs + sn, MM_BN, MM_BK);
+#else
         for (int kk = 0; kk < MM_BK; kk += 8) {
           simdgroup_float8x8 fa[MM_TM], fb[MM_TN];
           for (int i = 0; i < MM_TM; ++i) simdgroup_load(fa[i], As + (sm + i * 8) * MM_BK + kk, MM_BK);
@@ -140,12 +160,13 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
           for (int i = 0; i < MM_TM; ++i)
             for (int j = 0; j < MM_TN; ++j) simdgroup_multiply_accumulate(part[i][j], fa[i], fb[j], part[i][j]);
         }
+#endif
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        if ((k0 + MM_BK) % MM_CHUNK_K == 0 || k0 + MM_BK >= p.K) {
+        if (!single_chunk && ((k0 + MM_BK) % MM_CHUNK_K == 0 || k0 + MM_BK >= p.K)) {
           for (int i = 0; i < MM_TM; ++i)
             for (int j = 0; j < MM_TN; ++j) {
               simdgroup_multiply_accumulate(acc[i][j], identity, part[i][j], acc[i][j]);
-              part[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+              MM_ZERO(part[i][j]);
             }
         }
       }
@@ -154,7 +175,10 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
 
   // Epilogue through threadgroup memory (the staging tiles are free now).
   for (int i = 0; i < MM_TM; ++i)
-    for (int j = 0; j < MM_TN; ++j) simdgroup_store(acc[i][j], smem + (sm + i * 8) * MM_BN + sn + j * 8, MM_BN);
+    for (int j = 0; j < MM_TN; ++j) {
+      if (single_chunk) simdgroup_store(part[i][j], smem + (sm + i * 8) * MM_BN + sn + j * 8, MM_BN);
+      else simdgroup_store(acc[i][j], smem + (sm + i * 8) * MM_BN + sn + j * 8, MM_BN);
+    }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const long batch = p.reduce_batches > 1 ? 0 : long(group.z);
   device T* c = C + batch * p.c_bs;

@@ -1,7 +1,8 @@
 // SIMD-group matrices on the simulator (metalsim_prelude/simdgroup_matrix.h): each
 // operation against plain loops on the host, including transposed and offset loads,
 // half/bfloat arithmetic, aliasing, partial tiles through threadgroup memory,
-// thread_elements(), and the error for lanes that do not all reach a call.
+// thread_elements(), the simulator's panel helper (bit for bit the per-fragment calls),
+// and the error for lanes that do not all reach a call.
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -269,6 +270,49 @@ TEST_F(SimdgroupMatrix, LanesThatSkipACallFailTheCommandBuffer) {
   });
   EXPECT_EQ(cb->status(), CommandBufferStatus::Error);
   EXPECT_NE(cb->error().find("matrix_divergent"), std::string::npos) << cb->error();
+  EXPECT_NE(cb->error().find("every lane of a SIMD group must reach each simdgroup_matrix call"), std::string::npos)
+      << cb->error();
+}
+
+// The panel helper (lane 0 runs a K step of fragments as one blocked loop) must give
+// what its per-fragment calls give, bit for bit, and what plain loops give.
+TEST_F(SimdgroupMatrix, PanelEqualsPerFragmentCalls) {
+  constexpr uint32_t K = 24;
+  const auto A = randomValues(16 * K, 10), B = randomValues(K * 24, 11), D0 = randomValues(16 * 24, 12);
+  auto ba = bufferFrom(A), bb = bufferFrom(B), bd = bufferFrom(D0);
+  auto panel = dev().newBuffer(16 * 24 * sizeof(float)), fragments = dev().newBuffer(16 * 24 * sizeof(float));
+  auto pipe = pipeline("matrix_panel_vs_fragments");
+  auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+    e.setComputePipeline(pipe);
+    e.setBuffer(ba, 0, 0);
+    e.setBuffer(bb, 0, 1);
+    e.setBuffer(bd, 0, 2);
+    e.setBuffer(panel, 0, 3);
+    e.setBuffer(fragments, 0, 4);
+    e.dispatchThreadgroups({1, 1, 1}, {32, 1, 1});
+  });
+  ASSERT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
+  const auto p = read<float>(panel, 16 * 24), f = read<float>(fragments, 16 * 24);
+  for (uint32_t i = 0; i < 16; ++i)
+    for (uint32_t j = 0; j < 24; ++j) {
+      double s = D0[i * 24 + j];
+      for (uint32_t k = 0; k < K; ++k) s += double(A[i * K + k]) * B[k * 24 + j];
+      ASSERT_EQ(p[i * 24 + j], f[i * 24 + j]) << "at " << i << "," << j;
+      ASSERT_NEAR(p[i * 24 + j], s, 1e-5 * (1.0 + std::fabs(s))) << "at " << i << "," << j;
+    }
+}
+
+TEST_F(SimdgroupMatrix, LanesThatSkipAPanelFailTheCommandBuffer) {
+  auto pipe = pipeline("matrix_panel_divergent");
+  auto in = bufferFrom(randomValues(64, 13));
+  auto out = dev().newBuffer(64 * sizeof(float));
+  auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+    e.setComputePipeline(pipe);
+    e.setBuffer(in, 0, 0);
+    e.setBuffer(out, 0, 1);
+    e.dispatchThreadgroups({1, 1, 1}, {32, 1, 1});
+  });
+  EXPECT_EQ(cb->status(), CommandBufferStatus::Error);
   EXPECT_NE(cb->error().find("every lane of a SIMD group must reach each simdgroup_matrix call"), std::string::npos)
       << cb->error();
 }

@@ -139,3 +139,54 @@ kernel void matrix_divergent(const device float* src [[buffer(0)]], device float
   threadgroup_barrier(mem_flags::mem_threadgroup);
   simdgroup_store(m, dst);
 }
+
+// The simulator's simdgroup_multiply_accumulate_panel against the per-fragment calls it
+// stands for: d (2 x 3 fragments, so the odd fragment column is covered too) plus
+// a (16 x K) times b (K x 24), both from threadgroup memory, once each way; `panel`
+// and `fragments` must come out bit for bit equal. Simulator only (a metalsim
+// extension; Apple's compiler has no such function).
+#if defined(METALSIM_VECTOR_BYTES)
+#define kPanelK 24u
+kernel void matrix_panel_vs_fragments(const device float* a [[buffer(0)]], const device float* b [[buffer(1)]],
+                                      const device float* d0 [[buffer(2)]], device float* panel [[buffer(3)]],
+                                      device float* fragments [[buffer(4)]],
+                                      uint lane [[thread_index_in_simdgroup]]) {
+  threadgroup float ta[16 * kPanelK], tb[kPanelK * 24];
+  for (uint i = lane; i < 16 * kPanelK; i += 32) ta[i] = a[i];
+  for (uint i = lane; i < kPanelK * 24; i += 32) tb[i] = b[i];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 p[2][3], f[2][3];
+  for (uint i = 0; i < 2; ++i)
+    for (uint j = 0; j < 3; ++j) {
+      simdgroup_load(p[i][j], d0, 24, ulong2(j * 8, i * 8));
+      simdgroup_load(f[i][j], d0, 24, ulong2(j * 8, i * 8));
+    }
+  metalsim::simdgroup_multiply_accumulate_panel(p, ta, kPanelK, tb, 24, kPanelK);
+  for (uint kk = 0; kk < kPanelK; kk += 8) {
+    simdgroup_float8x8 fa[2], fb[3];
+    for (uint i = 0; i < 2; ++i) simdgroup_load(fa[i], ta + i * 8 * kPanelK + kk, kPanelK);
+    for (uint j = 0; j < 3; ++j) simdgroup_load(fb[j], tb + kk * 24 + j * 8, 24);
+    for (uint i = 0; i < 2; ++i)
+      for (uint j = 0; j < 3; ++j) simdgroup_multiply_accumulate(f[i][j], fa[i], fb[j], f[i][j]);
+  }
+  for (uint i = 0; i < 2; ++i)
+    for (uint j = 0; j < 3; ++j) {
+      simdgroup_store(p[i][j], panel, 24, ulong2(j * 8, i * 8));
+      simdgroup_store(f[i][j], fragments, 24, ulong2(j * 8, i * 8));
+    }
+}
+
+// Lanes 16..31 skip the panel (which counts as the loads and multiplies it stands
+// for): divergent, reported as for any other matrix call.
+kernel void matrix_panel_divergent(const device float* src [[buffer(0)]], device float* dst [[buffer(1)]],
+                                   uint lane [[thread_index_in_simdgroup]]) {
+  threadgroup float t[64];
+  for (uint i = lane; i < 64; i += 32) t[i] = src[i];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 m[1][1];
+  m[0][0] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  if (lane < 16) metalsim::simdgroup_multiply_accumulate_panel(m, t, 8, t, 8, 8);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_store(m[0][0], dst);
+}
+#endif  // METALSIM_VECTOR_BYTES

@@ -24,6 +24,8 @@
 // the next matrix call that reads the matrix gathers the lanes' elements back.
 #pragma once
 
+#include "target.h"  // METALSIM_VECTOR_BYTES: the panel loop's register blocking
+
 namespace metalsim {
 namespace kernel {
 namespace detail {
@@ -52,21 +54,65 @@ inline void element_of(uint32_t lane, uint32_t& row, uint32_t& col) {
 }
 
 // 8x8 float multiply-accumulate d = a * b (+ c), rows as 8-float vectors (two SSE or
-// one AVX register); d may alias a, b or c (b is read whole first, and row i of a and c
-// before row i of d is written).
+// one AVX register); d may alias a, b or c (every element of b, c and a is read before
+// d is written). Vector loads and stores through pointer casts, not memcpy into arrays:
+// GCC keeps the arrays on the stack otherwise (a quarter of the speed with AVX2).
 typedef float mat_row8 __attribute__((vector_size(32), aligned(4)));
 inline void mma8_f32(float* d, const float* a, const float* b, const float* c) {
-  mat_row8 brow[8];
-  for (int k = 0; k < 8; ++k) std::memcpy(&brow[k], b + 8 * k, sizeof(mat_row8));
+  mat_row8 brow[8], acc[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) brow[k] = reinterpret_cast<const mat_row8*>(b)[k];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) acc[i] = c ? reinterpret_cast<const mat_row8*>(c)[i] : mat_row8{};
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
-    mat_row8 acc;
-    if (c) std::memcpy(&acc, c + 8 * i, sizeof(acc));
-    else acc = mat_row8{};
 #pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) acc += a[8 * i + k] * brow[k];
-    std::memcpy(d + 8 * i, &acc, sizeof(acc));
+    for (int k = 0; k < 8; ++k) acc[i] += a[8 * i + k] * brow[k];
   }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) reinterpret_cast<mat_row8*>(d)[i] = acc[i];
+}
+
+// Lane 0's part of simdgroup_multiply_accumulate_panel (below): PANEL_ROWS rows x COLS
+// columns of the panel's fragments d, starting at row r0 and fragment column j0, kept
+// in vector registers over all k. Per element, the products are added in the order of
+// k, one multiply-add each, exactly as the per-fragment calls add them (mma8_f32).
+#if METALSIM_VECTOR_BYTES >= 32
+constexpr unsigned kPanelRows = 4, kPanelWidth = 8;  // 8 accumulators of 8 floats
+#else
+constexpr unsigned kPanelRows = 2, kPanelWidth = 4;  // SSE: 8 accumulators of 4 floats
+#endif
+typedef float panel_vec __attribute__((vector_size(4 * kPanelWidth), aligned(4)));
+template <unsigned COLS, class M, unsigned TM, unsigned TN>
+METALSIM_ALWAYS_INLINE void panel_block(M (&d)[TM][TN], const float* a, ulong lda, const float* b, ulong ldb,
+                                        uint k, unsigned r0, unsigned j0) {
+  constexpr unsigned V = COLS / kPanelWidth;
+  panel_vec x[kPanelRows][V];
+#pragma GCC unroll 4
+  for (unsigned r = 0; r < kPanelRows; ++r)
+#pragma GCC unroll 4
+    for (unsigned v = 0; v < V; ++v)
+      x[r][v] = *reinterpret_cast<const panel_vec*>(
+          &d[r0 / 8][j0 + v * kPanelWidth / 8].e[r0 % 8 + r][v * kPanelWidth % 8]);
+  const float* ar = a + r0 * lda;
+  const float* br = b + j0 * 8;
+  for (uint kk = 0; kk < k; ++kk, br += ldb, ++ar) {
+    panel_vec bv[V];
+#pragma GCC unroll 4
+    for (unsigned v = 0; v < V; ++v) bv[v] = *reinterpret_cast<const panel_vec*>(br + v * kPanelWidth);
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < kPanelRows; ++r) {
+      const float s = ar[r * lda];
+#pragma GCC unroll 4
+      for (unsigned v = 0; v < V; ++v) x[r][v] += s * bv[v];
+    }
+  }
+#pragma GCC unroll 4
+  for (unsigned r = 0; r < kPanelRows; ++r)
+#pragma GCC unroll 4
+    for (unsigned v = 0; v < V; ++v)
+      *reinterpret_cast<panel_vec*>(&d[r0 / 8][j0 + v * kPanelWidth / 8].e[r0 % 8 + r][v * kPanelWidth % 8]) =
+          x[r][v];
 }
 
 template <class T>
@@ -233,3 +279,42 @@ METALSIM_ALWAYS_INLINE void simdgroup_multiply(simdgroup_matrix<T, 8, 8>& d, sim
 }
 
 }  // namespace metal
+
+namespace metalsim {
+
+// A simulator extension for a kernel's inner loop (use it under
+// `#if defined(METALSIM_VECTOR_BYTES)`, with the plain Metal loop for GPUs): exactly
+//   for (kk = 0; kk < k; kk += 8) {
+//     simdgroup_float8x8 fa[TM], fb[TN];
+//     for (i < TM) simdgroup_load(fa[i], a + i * 8 * lda + kk, lda);
+//     for (j < TN) simdgroup_load(fb[j], b + kk * ldb + j * 8, ldb);
+//     for (i < TM, j < TN) simdgroup_multiply_accumulate(d[i][j], fa[i], fb[j], d[i][j]);
+//   }
+// with the same results bit for bit and the same Metal rules: every lane counts all of
+// those calls (so a lane that skips this call is still caught as divergent), and a
+// matrix of d spread by thread_elements() is gathered first. Lane 0 runs the products
+// as one loop over k with the panel's rows held in registers instead of one call per
+// 8x8 fragment: the fragment loads and the 31 other lanes' per-call counting were most
+// of a simulated GEMM's time (bench/README.md, "Matrix multiply").
+template <unsigned TM, unsigned TN>
+METALSIM_ALWAYS_INLINE void simdgroup_multiply_accumulate_panel(metal::simdgroup_matrix<float, 8, 8> (&d)[TM][TN],
+                                                                const float* a, ulong lda, const float* b, ulong ldb,
+                                                                uint k, unsigned line = __builtin_LINE()) {
+  static_assert(8 % kernel::detail::kPanelRows == 0, "panel rows must tile a fragment");
+  if (k % 8 != 0) kernel::detail::fail("simdgroup_multiply_accumulate_panel: k must be a multiple of 8");
+  for (unsigned i = 0; i < TM; ++i)
+    for (unsigned j = 0; j < TN; ++j) {
+      d[i][j].gather_(line);
+      d[i][j].spread = false;
+    }
+  kabi::LaneHeader* h = kernel::detail::lane_header();
+  h->matrix_calls += uint64_t(TM + TN + TM * TN) * (k / 8);
+  if (h->simd_lane != 0) return;
+  for (unsigned r0 = 0; r0 < 8 * TM; r0 += kernel::detail::kPanelRows) {
+    unsigned j0 = 0;
+    for (; j0 + 2 <= TN; j0 += 2) kernel::detail::panel_block<16>(d, a, lda, b, ldb, k, r0, j0);
+    if (j0 < TN) kernel::detail::panel_block<8>(d, a, lda, b, ldb, k, r0, j0);
+  }
+}
+
+}  // namespace metalsim
