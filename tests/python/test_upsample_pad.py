@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from device_checks import assert_native
+from device_checks import assert_native, assert_same, sample, with_grad
 
 pytestmark = pytest.mark.usefixtures("fallback_stats_reset")
 
@@ -20,26 +20,6 @@ FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
 def tol(dtype):
     return dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=2e-2)
-
-
-def sample(shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g).to(dtype)
-
-
-def assert_same(got, ref, **kw):
-    assert got.device.type == DEV
-    got = got.cpu()
-    assert got.dtype == ref.dtype and got.shape == ref.shape
-    torch.testing.assert_close(got, ref, equal_nan=True, **kw)
-
-
-def with_grad(fn, x, seed=1):
-    x = x.detach().requires_grad_()
-    out = fn(x)
-    g = sample(out.shape, out.dtype, seed=seed).to(out.device)
-    out.backward(g)
-    return out.detach(), x.grad
 
 
 def compare(fn, x, dtype, layout=None):
