@@ -8,10 +8,9 @@
 
 #include <algorithm>
 
-#include "allocator.h"
-#include "core/stream_pool.h"
 #include "cpu_fallback.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 
 namespace metalx {
@@ -53,16 +52,8 @@ at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t 
   }
   at::Tensor dense = out.is_contiguous() ? out : out.contiguous();
   const LinspaceParams p{roundedTo(start, out.scalar_type()), roundedTo(end, out.scalar_type()), steps};
-  Stream& stream = currentStream(dense.device().index());
-  const auto& pipeline = linspaceKernels.pipeline(stream, launch::Variant::Plain, *dtype);
-  auto [buffer, offset] = bufferFor(dense);
-  const uint64_t threads = std::min<uint64_t>(static_cast<uint64_t>(steps), 256ull * 1024);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(buffer, offset, 0);
-    e.setBytes(&p, sizeof p, 1);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-  });
+  launch::encodeThreads(linspaceKernels, launch::Variant::Plain, *dtype, {&dense}, p,
+                        std::min<uint64_t>(static_cast<uint64_t>(steps), launch::kGridStrideThreads));
   if (!dense.is_same(out)) out.copy_(dense);
   return out;
 }

@@ -17,6 +17,7 @@
 #include <torch/library.h>
 
 #include "launch/structured.h"
+#include "launch/threads.h"
 #include "ops/spatial_launch.h"
 
 namespace metalx {
@@ -84,7 +85,7 @@ void forwardInto(const Tensor& self, IntArrayRef padding, const Tensor& out) {
     launch::cpuFallbackOut(h, {out}, self, padding);
     return;
   }
-  spatial::encodeThreads(forward_kernels, *type, {&self, &out}, shapeOf(Op.reflect, padding, self, out),
+  launch::encodeThreads(forward_kernels, launch::Variant::Plain, *type, {&self, &out}, shapeOf(Op.reflect, padding, self, out),
                          static_cast<uint64_t>(out.numel()));
 }
 
@@ -96,7 +97,7 @@ void backwardInto(const Tensor& grad_output, const Tensor& self, IntArrayRef pad
     launch::cpuFallbackOut(h, {grad_input}, grad_output, self, padding);
     return;
   }
-  spatial::encodeThreads(backward_kernels, *type, {&grad_output, &grad_input},
+  launch::encodeThreads(backward_kernels, launch::Variant::Plain, *type, {&grad_output, &grad_input},
                          shapeOf(Op.reflect, padding, grad_input, grad_output),
                          static_cast<uint64_t>(grad_input.numel()));
 }

@@ -14,10 +14,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "allocator.h"
-#include "core/stream_pool.h"
 #include "cpu_fallback.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 
 namespace metalx {
@@ -69,16 +68,8 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   at::Tensor dense = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
   RangeParams p{static_cast<int64_t>(start.toDouble()), static_cast<int64_t>(step.toDouble()),
                 static_cast<uint64_t>(n)};
-  Stream& stream = currentStream(dense.device().index());
-  const rt::ComputePipelinePtr& pipeline = arangeKernels.pipeline(stream, launch::Variant::Plain, *dtype);
-  auto [buffer, offset] = bufferFor(dense);
-  const uint64_t threads = std::min<uint64_t>(static_cast<uint64_t>(n), 256ull * 1024);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(buffer, offset, 0);
-    e.setBytes(&p, sizeof p, 1);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-  });
+  launch::encodeThreads(arangeKernels, launch::Variant::Plain, *dtype, {&dense}, p,
+                        std::min<uint64_t>(static_cast<uint64_t>(n), launch::kGridStrideThreads));
   if (!dense.is_same(out)) out.copy_(dense);
   return out;
 }

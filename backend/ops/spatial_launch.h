@@ -1,7 +1,7 @@
 // Shared launch helpers of the spatial op families that address tensors as
 // (n, c, h, w) planes through their own strides (upsample.cpp, padding.cpp): which
-// float kernel a dtype runs, a tensor's sizes and strides in that layout, and one
-// dispatch of a thread per element.
+// float kernel a dtype runs and a tensor's sizes and strides in that layout (their
+// launch: launch/threads.h).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <optional>
 
-#include "allocator.h"
-#include "core/stream_pool.h"
 #include "launch/kernel_table.h"
 
 namespace metalx::spatial {
@@ -45,24 +43,6 @@ inline Planes planesOf(const at::Tensor& t, int spatial) {
   if (dim >= 0) take(1);
   if (dim >= 0) take(0);
   return p;
-}
-
-// One thread per element of `threads`, the tensors bound in order, then `params`.
-template <class Params>
-void encodeThreads(launch::KernelFamily& family, kernels::DType type, std::initializer_list<const at::Tensor*> tensors,
-                   const Params& params, uint64_t threads) {
-  if (threads == 0) return;
-  constexpr uint64_t kGroup = 256;
-  Stream& stream = currentStream(tensors.begin()[0]->device().index());
-  const rt::ComputePipelinePtr& pipeline = family.pipeline(stream, launch::Variant::Plain, type);
-  std::vector<std::pair<rt::BufferPtr, size_t>> buffers;
-  for (const at::Tensor* t : tensors) buffers.push_back(bufferFor(*t));
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, i);
-    e.setBytes(&params, sizeof params, buffers.size());
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kGroup), 1, 1});
-  });
 }
 
 inline c10::OperatorHandle findOp(const char* name, const char* overload) {

@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include "launch/structured.h"
+#include "launch/threads.h"
 #include "ops/spatial_launch.h"
 
 namespace metalx {
@@ -135,7 +136,7 @@ void forwardInto(const Tensor& self, const Tensor& out, IntArrayRef output_size,
   const Options o = optionsOf(args...);
   UpsampleShape s = shapeOf(Op::kMode, Op::kSpatial, o.align_corners, o.scale_h, o.scale_w, self, out);
   s.round_weights = Op::kMode == kLinear && self.scalar_type() != at::kFloat && cpuTakesGenericLinear(self, out);
-  spatial::encodeThreads(forward_kernels, *type, {&self, &out}, s, static_cast<uint64_t>(out.numel()));
+  launch::encodeThreads(forward_kernels, launch::Variant::Plain, *type, {&self, &out}, s, static_cast<uint64_t>(out.numel()));
 }
 
 template <class Op, class... Args>
@@ -167,7 +168,7 @@ void backwardInto(const Tensor& grad_output, const Tensor& grad_input, IntArrayR
   const Options o = optionsOf(args...);
   const UpsampleShape s =
       shapeOf(Op::kMode, Op::kSpatial, o.align_corners, o.scale_h, o.scale_w, grad_input, grad_output);
-  spatial::encodeThreads(backward_kernels, *type, {&grad_output, &grad_input}, s,
+  launch::encodeThreads(backward_kernels, launch::Variant::Plain, *type, {&grad_output, &grad_input}, s,
                          static_cast<uint64_t>(grad_input.numel()));
 }
 
