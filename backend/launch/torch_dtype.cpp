@@ -22,4 +22,15 @@ std::optional<kernels::DType> storageDtype(c10::ScalarType t) {
   }
 }
 
+std::optional<kernels::DType> bitsDtype(size_t element_size) {
+  using kernels::DType;
+  switch (element_size) {
+    case 1: return DType::UInt8;
+    case 2: return DType::Int16;
+    case 4: return DType::Int32;
+    case 8: return DType::Int64;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace metalx::launch

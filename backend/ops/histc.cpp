@@ -16,6 +16,7 @@
 #include "core/stream_pool.h"
 #include "cpu_fallback.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 
 namespace metalx {
@@ -75,17 +76,8 @@ at::Tensor& histcOut(const at::Tensor& self, int64_t bins, const at::Scalar& min
     const at::Tensor values = self.contiguous();
     const HistcParams p{static_cast<uint64_t>(values.numel()), bins, roundedTo(left, self.scalar_type()),
                         roundedTo(right, self.scalar_type())};
-    Stream& stream = currentStream(values.device().index());
-    const auto& pipeline = histcKernels.pipeline(stream, launch::Variant::Plain, *dtype);
-    const auto in = bufferFor(values), dst = bufferFor(counts);
-    const uint64_t threads = std::min<uint64_t>(p.count, 256ull * 1024);
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      e.setBuffer(in.first, in.second, 0);
-      e.setBuffer(dst.first, dst.second, 1);
-      e.setBytes(&p, sizeof p, 2);
-      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-    });
+    launch::encodeThreads(histcKernels, launch::Variant::Plain, *dtype, {&values, &counts}, p,
+                          std::min<uint64_t>(p.count, launch::kGridStrideThreads));
   }
   out.copy_(counts);
   return out;

@@ -79,13 +79,7 @@ std::optional<DType> arithmeticDtype(const at::Tensor& t) {
 // size (float64, complex64 move as int64 bits).
 std::optional<DType> movementDtype(const at::Tensor& t) {
   if (auto d = arithmeticDtype(t)) return d;
-  switch (t.element_size()) {
-    case 8: return DType::Int64;
-    case 4: return DType::Int32;
-    case 2: return DType::Int16;
-    case 1: return DType::UInt8;
-    default: return std::nullopt;
-  }
+  return launch::bitsDtype(t.element_size());
 }
 
 int64_t sizeOr1(const at::Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.size(d); }

@@ -14,6 +14,7 @@
 #include "core/stream_pool.h"
 #include "generator.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/structured.h"
 
 namespace metalx {
@@ -64,17 +65,8 @@ void drawWithReplacement(const Tensor& probs2d, int64_t samples, std::optional<a
   p.seed_lo = static_cast<uint32_t>(in.seed);
   p.seed_hi = static_cast<uint32_t>(in.seed >> 32);
   p.group0 = in.offset / 4;
-  Stream& stream = currentStream(probs2d.device().index());
-  const auto& pipeline = draw_kernels.pipeline(stream, launch::Variant::Plain, kernels::DType::Float32);
-  const auto cb = bufferFor(cdf), ob = bufferFor(dense);
-  const uint64_t threads = std::min<uint64_t>((p.count + 3) / 4, 256ull * 1024);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(cb.first, cb.second, 0);
-    e.setBuffer(ob.first, ob.second, 1);
-    e.setBytes(&p, sizeof p, 2);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-  });
+  launch::encodeThreads(draw_kernels, launch::Variant::Plain, kernels::DType::Float32, {&cdf, &dense}, p,
+                        std::min<uint64_t>((p.count + 3) / 4, launch::kGridStrideThreads));
   if (!dense.is_same(out2d)) const_cast<Tensor&>(out2d).copy_(dense);
 }
 

@@ -18,6 +18,7 @@
 
 #include "launch/structured.h"
 #include "launch/threads.h"
+#include "launch/torch_dtype.h"
 #include "ops/spatial_launch.h"
 
 namespace metalx {
@@ -42,13 +43,7 @@ launch::KernelFamily backward_kernels("pad_backward", launch::kFloatTypes);
 // does not take bool) through the fallback.
 std::optional<DType> moveType(const Tensor& t) {
   if (t.scalar_type() == at::kBool) return std::nullopt;
-  switch (t.element_size()) {
-    case 1: return DType::UInt8;
-    case 2: return DType::Int16;
-    case 4: return DType::Int32;
-    case 8: return DType::Int64;
-    default: return std::nullopt;
-  }
+  return launch::bitsDtype(t.element_size());
 }
 
 // `in` has the unpadded sizes, `out` the padded ones; padding is (left, right[, top, bottom]).

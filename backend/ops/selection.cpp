@@ -24,6 +24,8 @@
 #include "device.h"
 #include "fallback_memory.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
+#include "launch/torch_dtype.h"
 
 namespace metalx {
 namespace {
@@ -34,7 +36,6 @@ using launch::KernelFamily;
 using launch::Variant;
 
 constexpr int kMaxDims = 8;
-constexpr uint64_t kGroup = 256;
 constexpr uint64_t kMaxThreads = uint64_t(1) << 20;
 // Blocks of the count/fill passes: at least this many elements each (a thread walks a
 // block serially), and at most this many blocks (the prefix sum is one thread's loop).
@@ -80,13 +81,7 @@ KernelFamily mirrorKernels("selection_mirror", kSizes);
 
 // The kernel type that moves (or tests) elements of `t`'s size, or nullopt.
 std::optional<DType> sizeType(const Tensor& t) {
-  switch (t.element_size()) {
-    case 1: return DType::UInt8;
-    case 2: return DType::Int16;
-    case 4: return DType::Int32;
-    case 8: return DType::Int64;
-    default: return std::nullopt;
-  }
+  return launch::bitsDtype(t.element_size());
 }
 
 bool onDevice(const Tensor& t) { return sizeType(t).has_value() && t.dim() <= kMaxDims; }
@@ -133,24 +128,9 @@ SelectionParams walkParams(at::IntArrayRef shape, const Tensor& test, const Tens
 // output row and firsts[blocks] the number of selected elements.
 Tensor countSelected(const Tensor& test, const SelectionParams& p) {
   Tensor firsts = at::empty({static_cast<int64_t>(p.blocks) + 1}, test.options().dtype(at::kLong));
-  Stream& stream = currentStream(test.device().index());
-  const auto& count = countKernels.pipeline(stream, Variant::Plain, *sizeType(test));
-  const auto& scan = scanKernel.pipeline(stream, Variant::Plain, DType::Int64);
-  const auto src = bufferFor(test), dst = bufferFor(firsts);
-  const uint64_t threads = std::min(p.blocks, kMaxThreads);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(count);
-    e.setBuffer(src.first, src.second, 0);
-    e.setBuffer(dst.first, dst.second, 1);
-    e.setBytes(&p, sizeof p, 2);
-    e.dispatchThreads({threads, 1, 1}, {std::min(threads, kGroup), 1, 1});
-  });
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(scan);
-    e.setBuffer(dst.first, dst.second, 0);
-    e.setBytes(&p, sizeof p, 1);
-    e.dispatchThreads({1, 1, 1}, {1, 1, 1});
-  });
+  launch::encodeThreads(countKernels, Variant::Plain, *sizeType(test), {&test, &firsts}, p,
+                        std::min(p.blocks, kMaxThreads));
+  launch::encodeThreads(scanKernel, Variant::Plain, DType::Int64, {&firsts}, p, 1);
   return firsts;
 }
 
@@ -162,19 +142,10 @@ int64_t selectedTotal(const Tensor& firsts) {
 
 // Encodes a fill pass of `kernels` over p.blocks with buffers bound in order, then the
 // params.
-void encodeFill(KernelFamily& kernels, DType type, std::initializer_list<Tensor> buffers, const SelectionParams& p) {
+void encodeFill(KernelFamily& kernels, DType type, std::initializer_list<const Tensor*> buffers,
+                const SelectionParams& p) {
   if (p.blocks == 0) return;
-  Stream& stream = currentStream(buffers.begin()->device().index());
-  const auto& pipeline = kernels.pipeline(stream, Variant::Plain, type);
-  std::vector<std::pair<rt::BufferPtr, size_t>> bound;
-  for (const Tensor& t : buffers) bound.push_back(bufferFor(t));
-  const uint64_t threads = std::min(p.blocks, kMaxThreads);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < bound.size(); ++i) e.setBuffer(bound[i].first, bound[i].second, i);
-    e.setBytes(&p, sizeof p, bound.size());
-    e.dispatchThreads({threads, 1, 1}, {std::min(threads, kGroup), 1, 1});
-  });
+  launch::encodeThreads(kernels, Variant::Plain, type, buffers, p, std::min(p.blocks, kMaxThreads));
 }
 
 // ---- nonzero, nonzero_static ----
@@ -187,7 +158,7 @@ void nonzeroInto(const Tensor& self, const Tensor& firsts, SelectionParams p, co
   p.limit = limit;
   p.out_row_stride = out.stride(0);
   p.out_col_stride = out.stride(1);
-  encodeFill(nonzeroKernels, *sizeType(self), {self, out, firsts}, p);
+  encodeFill(nonzeroKernels, *sizeType(self), {&self, &out, &firsts}, p);
 }
 
 void checkNonzeroOut(const Tensor& self, const Tensor& out, const char* op) {
@@ -267,7 +238,7 @@ Tensor& maskedSelectOut(const Tensor& self, const Tensor& mask, Tensor& out) {
   at::assert_no_overlap(out, self);
   SelectionParams fill = p;
   fill.out_row_stride = out.stride(0);
-  encodeFill(maskedSelectKernels, *sizeType(data), {test, data, out, firsts}, fill);
+  encodeFill(maskedSelectKernels, *sizeType(data), {&test, &data, &out, &firsts}, fill);
   return out;
 }
 
@@ -301,7 +272,7 @@ Tensor& maskedScatterInplace(Tensor& self, const Tensor& mask, const Tensor& sou
   const Tensor src = source.contiguous();
   SelectionParams fill = p;
   fill.out_row_stride = 1;
-  encodeFill(maskedScatterKernels, *sizeType(self), {test, self, src, firsts}, fill);
+  encodeFill(maskedScatterKernels, *sizeType(self), {&test, &self, &src, &firsts}, fill);
   return self;
 }
 
@@ -320,17 +291,8 @@ void mirrorInto(const Tensor& self, uint32_t flip, at::ArrayRef<uint64_t> shifts
     p.in_strides[d] = self.stride(d);
     p.out_strides[d] = out.stride(d);
   }
-  Stream& stream = currentStream(self.device().index());
-  const auto& pipeline = mirrorKernels.pipeline(stream, Variant::Plain, *sizeType(self));
-  const auto in = bufferFor(self), dst = bufferFor(out);
-  const uint64_t threads = std::min<uint64_t>(p.count, uint64_t(1) << 24);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(in.first, in.second, 0);
-    e.setBuffer(dst.first, dst.second, 1);
-    e.setBytes(&p, sizeof p, 2);
-    e.dispatchThreads({threads, 1, 1}, {std::min(threads, kGroup), 1, 1});
-  });
+  launch::encodeThreads(mirrorKernels, Variant::Plain, *sizeType(self), {&self, &out}, p,
+                        std::min<uint64_t>(p.count, uint64_t(1) << 24));
 }
 
 Tensor flipOp(const Tensor& self, at::IntArrayRef dims) {

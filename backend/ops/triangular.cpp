@@ -15,7 +15,9 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/structured.h"
+#include "launch/torch_dtype.h"
 
 namespace metalx {
 namespace {
@@ -25,7 +27,6 @@ using kernels::DType;
 using launch::KernelFamily;
 
 constexpr int kMaxDims = 8;
-constexpr uint64_t kGroup = 256;
 // Threads per dispatch at most; each walks the elements grid-stride past that.
 constexpr uint64_t kMaxThreads = uint64_t(1) << 24;
 
@@ -45,13 +46,7 @@ KernelFamily kernels_by_size("triangular", {DType::UInt8, DType::Int16, DType::I
 
 // The kernel that moves elements of `t`'s size, or nullopt.
 std::optional<DType> moveType(const Tensor& t) {
-  switch (t.element_size()) {
-    case 1: return DType::UInt8;
-    case 2: return DType::Int16;
-    case 4: return DType::Int32;
-    case 8: return DType::Int64;
-    default: return std::nullopt;
-  }
+  return launch::bitsDtype(t.element_size());
 }
 
 c10::OperatorHandle outOperator(bool upper) {
@@ -77,17 +72,8 @@ void triangularInto(const Tensor& self, int64_t diagonal, bool upper, const Tens
     p.in_strides[d] = self.stride(d);
     p.out_strides[d] = out.stride(d);
   }
-  Stream& stream = currentStream(self.device().index());
-  const rt::ComputePipelinePtr& pipeline = kernels_by_size.pipeline(stream, launch::Variant::Plain, *type);
-  const auto in = bufferFor(self), dst = bufferFor(out);
-  const uint64_t threads = std::min(p.count, kMaxThreads);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(in.first, in.second, 0);
-    e.setBuffer(dst.first, dst.second, 1);
-    e.setBytes(&p, sizeof p, 2);
-    e.dispatchThreads({threads, 1, 1}, {std::min(threads, kGroup), 1, 1});
-  });
+  launch::encodeThreads(kernels_by_size, launch::Variant::Plain, *type, {&self, &out}, p,
+                        std::min(p.count, kMaxThreads));
 }
 
 template <class Meta, bool kUpper>
