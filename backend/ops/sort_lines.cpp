@@ -12,6 +12,8 @@
 #include "core/stream_pool.h"
 #include "launch/elementwise.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
+#include "launch/torch_dtype.h"
 
 namespace metalx {
 namespace {
@@ -52,12 +54,9 @@ KernelFamily small_k_kernels("sort_small_k", launch::kAllTypes);
 KernelFamily gather_kernels("sort_gather", {DType::UInt8, DType::Int16, DType::Int32, DType::Int64});
 
 DType moveType(int64_t element_size) {
-  switch (element_size) {
-    case 1: return DType::UInt8;
-    case 2: return DType::Int16;
-    case 4: return DType::Int32;
-    default: return DType::Int64;
-  }
+  const auto type = launch::bitsDtype(static_cast<size_t>(element_size));
+  TORCH_INTERNAL_ASSERT(type, "sort: no gather kernel for ", element_size, "-byte elements");
+  return *type;
 }
 
 uint32_t nextPow2(uint64_t v) {
@@ -70,21 +69,12 @@ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // Writes `count` (lines x k) sorted positions of `positions` (p.n per line) and the
 // values at them to the outputs.
-void gather(Stream& stream, const SortParams& p, const at::Tensor& self, const at::Tensor& positions,
+void gather(const SortParams& p, const at::Tensor& self, const at::Tensor& positions,
             const at::Tensor* values, const at::Tensor& indices, uint64_t count) {
-  const uint64_t threads = std::min<uint64_t>(count, kMaxThreads);
-  const auto& pipeline = gather_kernels.pipeline(stream, Variant::Plain, moveType(self.element_size()));
-  const auto in = bufferFor(self), pb = bufferFor(positions), ib = bufferFor(indices);
-  const auto vb = values ? bufferFor(*values) : ib;  // unused when there are no values
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(in.first, in.second, 0);
-    e.setBuffer(pb.first, pb.second, 1);
-    e.setBuffer(vb.first, vb.second, 2);
-    e.setBuffer(ib.first, ib.second, 3);
-    e.setBytes(&p, sizeof p, 4);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kMaxGroupThreads), 1, 1});
-  });
+  // Without values, indices stand in at their binding (the kernel does not read it).
+  launch::encodeThreads(gather_kernels, Variant::Plain, moveType(self.element_size()),
+                        {&self, &positions, values ? values : &indices, &indices}, p,
+                        std::min<uint64_t>(count, kMaxThreads));
 }
 
 }  // namespace
@@ -130,18 +120,10 @@ void sortLines(const at::Tensor& self, int64_t dim, bool descending, int64_t k, 
   Stream& stream = currentStream(self.device().index());
   if (k <= kSmallK && start == 0 && k < n && lines >= kSmallKMinLines) {
     const at::Tensor positions = at::empty({static_cast<int64_t>(lines) * k}, self.options().dtype(at::kInt));
-    const uint64_t threads = std::min<uint64_t>(lines, kMaxThreads);
-    const auto& pipeline = small_k_kernels.pipeline(stream, Variant::Plain, dtype);
-    const auto in = bufferFor(self), pb = bufferFor(positions);
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      e.setBuffer(in.first, in.second, 0);
-      e.setBuffer(pb.first, pb.second, 1);
-      e.setBytes(&p, sizeof p, 2);
-      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kMaxGroupThreads), 1, 1});
-    });
+    launch::encodeThreads(small_k_kernels, Variant::Plain, dtype, {&self, &positions}, p,
+                          std::min<uint64_t>(lines, kMaxThreads));
     p.n = static_cast<uint32_t>(k);  // the gather reads k positions per line
-    gather(stream, p, self, positions, values, indices, lines * static_cast<uint64_t>(k));
+    gather(p, self, positions, values, indices, lines * static_cast<uint64_t>(k));
     return;
   }
 
@@ -177,26 +159,17 @@ void sortLines(const at::Tensor& self, int64_t dim, bool descending, int64_t k, 
   if (static_cast<uint64_t>(n) > segment) {
     keys[1] = at::empty({total}, key_options);
     pos[1] = at::empty({total}, self.options().dtype(at::kInt));
-    const auto& pipeline = merge_kernels.pipeline(stream, Variant::Plain, wide_keys ? DType::Int64 : DType::Int32);
+    const DType key_type = wide_keys ? DType::Int64 : DType::Int32;
     const uint64_t threads = std::min<uint64_t>(static_cast<uint64_t>(total), kMaxThreads);
     for (uint64_t width = segment; width < static_cast<uint64_t>(n); width *= 2) {
       p.width = static_cast<uint32_t>(width);
-      const auto ki = bufferFor(keys[cur]), pi = bufferFor(pos[cur]);
-      const auto ko = bufferFor(keys[1 - cur]), po = bufferFor(pos[1 - cur]);
-      stream.encodeCompute([&](rt::ComputeEncoder& e) {
-        e.setComputePipeline(pipeline);
-        e.setBuffer(ki.first, ki.second, 0);
-        e.setBuffer(pi.first, pi.second, 1);
-        e.setBuffer(ko.first, ko.second, 2);
-        e.setBuffer(po.first, po.second, 3);
-        e.setBytes(&p, sizeof p, 4);
-        e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kMaxGroupThreads), 1, 1});
-      });
+      launch::encodeThreads(merge_kernels, Variant::Plain, key_type,
+                            {&keys[cur], &pos[cur], &keys[1 - cur], &pos[1 - cur]}, p, threads);
       cur = 1 - cur;
     }
   }
 
-  gather(stream, p, self, pos[cur], values, indices, lines * static_cast<uint64_t>(k));
+  gather(p, self, pos[cur], values, indices, lines * static_cast<uint64_t>(k));
 }
 
 }  // namespace metalx
