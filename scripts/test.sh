@@ -9,6 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_system.sh
+# Every kernel is compiled once per simulator ISA in each build folder (the runtime's
+# tests, then the wheel); with paths taken relative to the checkout and one compiler
+# for both, the wheel's kernel objects come from ccache instead of a second compile.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+export CC="${CC:-gcc}" CXX="${CXX:-g++}"
 bash scripts/check_apple_syntax.sh   # the Metal driver (.mm): parses, and matches Apple's metal-cpp (from PyPI)
 bash scripts/test_runtime.sh
 bash scripts/install_dev.sh

@@ -61,10 +61,16 @@ std::string preprocessMsl(const std::string& source, const std::string& path, co
   std::string text = readTextFile(output);
   std::remove(input.c_str());
   std::remove(output.c_str());
-  // Linemarkers name the scratch copy; name the real file instead.
-  std::string from = "\"" + input + "\"", to = "\"" + path + "\"";
-  for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size()))
-    text.replace(p, from.size(), to);
+  // Linemarkers name the scratch copy; name the real file instead. The empty stand-ins
+  // for Metal's headers are named by their header name alone: a path under `scratch`
+  // would make the output differ between build folders and processes, and so miss
+  // every compiler cache (ccache) and kernel cache keyed on it.
+  auto rename = [&text](const std::string& from, const std::string& to) {
+    for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size()))
+      text.replace(p, from.size(), to);
+  };
+  rename("\"" + input + "\"", "\"" + path + "\"");
+  rename("\"" + stubs + "/", "\"");
   return text;
 }
 

@@ -413,10 +413,8 @@ std::string preprocessedBuiltin(const std::string& source_dir, const std::string
   const std::string path = source_dir + "/" + file;
   const std::string scratch = config().cache_dir + "/tmp-pp-" + std::to_string(getpid()) + "-" + file;
   std::string source = preprocessMsl(readTextFile(path), path, config().cxx, preludePaths().prelude_dir, {}, scratch);
-  // The linemarkers name the scratch files: without this process's name for them, the
-  // translation (the cache key) is the same in every process.
-  for (size_t at = source.find(scratch); at != std::string::npos; at = source.find(scratch, at))
-    source.replace(at, scratch.size(), "metalsim-builtin");
+  // preprocessMsl names no scratch file in its linemarkers: the translation (the cache
+  // key) is the same in every process.
   const std::string tmp = scratch + ".memo";
   {
     std::ofstream o(tmp, std::ios::binary);
