@@ -1,13 +1,12 @@
-// The launch of a kernel that is a thread per element, or a grid-stride loop over the
-// elements: one dispatch on the current stream of `threads` threads in groups of up to
-// 256, the tensors bound at 0, 1, ... (buffer + offset), the op's parameters inline
-// after them. The op families without a launcher of their own (range, linspace,
-// upsample, padding) use it.
+// The launch of a kernel whose arguments are tensors then one parameter struct: the
+// binding and dispatch every op family without a launcher of its own (TensorIterator's
+// elementwise and reduction launchers are in elementwise.h, reduce.h) goes through.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <utility>
 #include <vector>
@@ -22,22 +21,48 @@ namespace metalx::launch {
 // whose size does not grow with the tensor.
 constexpr uint64_t kGridStrideThreads = 256 * 1024;
 
+// The shape of one dispatch: exactly `count` threads in threadgroups of up to `group`
+// (the last one partial), or `count` whole threadgroups of `group` threads each (for
+// kernels that cooperate within a group: a row per group, threadgroup reductions).
+struct Grid {
+  uint64_t count;
+  uint64_t group;
+  bool whole_groups;
+  static Grid threads(uint64_t n, uint64_t group = 256) { return {n, group, false}; }
+  static Grid groups(uint64_t n, uint64_t group) { return {n, group, true}; }
+};
+
+// Encodes `pipeline` on `stream`: the tensors bound at 0, 1, ... (buffer + offset), the
+// op's parameters inline after them, dispatched as `grid`. Every family's launches
+// come here, so binding and dispatch rules live in one place.
+template <class Params>
+void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline,
+                  std::initializer_list<const at::Tensor*> tensors, const Params& params, Grid grid) {
+  if (grid.count == 0) return;
+  constexpr size_t kMaxTensors = 8;
+  TORCH_INTERNAL_ASSERT(tensors.size() <= kMaxTensors, "encodeKernel: at most ", kMaxTensors, " tensors");
+  std::array<std::pair<rt::BufferPtr, size_t>, kMaxTensors> buffers;
+  size_t n = 0;
+  for (const at::Tensor* t : tensors) buffers[n++] = bufferFor(*t);
+  stream.encodeCompute([&](rt::ComputeEncoder& e) {
+    e.setComputePipeline(pipeline);
+    for (size_t i = 0; i < n; ++i) e.setBuffer(buffers[i].first, buffers[i].second, uint32_t(i));
+    e.setBytes(&params, sizeof params, uint32_t(n));
+    if (grid.whole_groups)
+      e.dispatchThreadgroups({grid.count, 1, 1}, {grid.group, 1, 1});
+    else
+      e.dispatchThreads({grid.count, 1, 1}, {std::min<uint64_t>(grid.count, grid.group), 1, 1});
+  });
+}
+
+// A thread per element (or a grid-stride loop) of `family`'s kernel for `dtype`, on the
+// current stream of the first tensor's device.
 template <class Params>
 void encodeThreads(KernelFamily& family, Variant variant, kernels::DType dtype,
                    std::initializer_list<const at::Tensor*> tensors, const Params& params, uint64_t threads) {
   if (threads == 0) return;
-  constexpr uint64_t kGroup = 256;
   Stream& stream = currentStream(tensors.begin()[0]->device().index());
-  const rt::ComputePipelinePtr& pipeline = family.pipeline(stream, variant, dtype);
-  std::vector<std::pair<rt::BufferPtr, size_t>> buffers;
-  buffers.reserve(tensors.size());
-  for (const at::Tensor* t : tensors) buffers.push_back(bufferFor(*t));
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, uint32_t(i));
-    e.setBytes(&params, sizeof params, uint32_t(buffers.size()));
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kGroup), 1, 1});
-  });
+  encodeKernel(stream, family.pipeline(stream, variant, dtype), tensors, params, Grid::threads(threads));
 }
 
 }  // namespace metalx::launch

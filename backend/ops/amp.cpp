@@ -15,6 +15,7 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/multi_tensor.h"
 #include "launch/structured.h"
 
@@ -117,18 +118,8 @@ Tensor& updateScale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_i
   split(growth_factor, p.growth_hi, p.growth_lo);
   split(backoff_factor, p.backoff_hi, p.backoff_lo);
   p.growth_interval = growth_interval;
-  Stream& stream = currentStream(scale.device().index());
-  const rt::ComputePipelinePtr& pipeline =
-      update_scale_kernels.pipeline(stream, launch::Variant::Plain, DType::Float32);
-  const auto s = bufferFor(scale), g = bufferFor(growth_tracker), f = bufferFor(found_inf);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(s.first, s.second, 0);
-    e.setBuffer(g.first, g.second, 1);
-    e.setBuffer(f.first, f.second, 2);
-    e.setBytes(&p, sizeof p, 3);
-    e.dispatchThreads({1, 1, 1}, {1, 1, 1});
-  });
+  launch::encodeThreads(update_scale_kernels, launch::Variant::Plain, DType::Float32,
+                        {&scale, &growth_tracker, &found_inf}, p, 1);
   return scale;
 }
 

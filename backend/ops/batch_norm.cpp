@@ -15,6 +15,7 @@
 #include "core/stream_pool.h"
 #include "cpu_fallback.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 
 namespace metalx {
 namespace {
@@ -96,21 +97,13 @@ Tensor asFloat(const std::optional<Tensor>& t) {
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Per-channel kernels are a threadgroup per channel; elementwise ones a thread per
+// `per_thread` elements.
 void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, std::initializer_list<const Tensor*> tensors,
             const BatchNormShape& s, bool per_channel) {
-  std::vector<std::pair<rt::BufferPtr, size_t>> buffers;
-  for (const Tensor* t : tensors) buffers.push_back(bufferFor(*t));
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, i);
-    e.setBytes(&s, sizeof s, buffers.size());
-    if (per_channel) {
-      e.dispatchThreadgroups({s.channels, 1, 1}, {s.threads, 1, 1});
-    } else {
-      const uint64_t threads = ceilDiv(s.numel, s.per_thread);
-      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kGroup), 1, 1});
-    }
-  });
+  launch::encodeKernel(stream, pipeline, tensors, s,
+                       per_channel ? launch::Grid::groups(s.channels, s.threads)
+                                   : launch::Grid::threads(ceilDiv(s.numel, s.per_thread), kGroup));
 }
 
 // A GPU takes a threadgroup per channel and an element per thread; the simulator, whose

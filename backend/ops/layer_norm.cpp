@@ -14,6 +14,7 @@
 #include "core/stream_pool.h"
 #include "cpu_fallback.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 
 namespace metalx {
 namespace {
@@ -61,14 +62,7 @@ Variant chooseVariant(Stream& stream, uint64_t rows, uint64_t cols) {
 
 void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, std::initializer_list<const Tensor*> tensors,
             const LayerNormShape& s, uint64_t threads) {
-  std::vector<std::pair<rt::BufferPtr, size_t>> buffers;
-  for (const Tensor* t : tensors) buffers.push_back(bufferFor(*t));
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, i);
-    e.setBytes(&s, sizeof s, buffers.size());
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kGroup), 1, 1});
-  });
+  launch::encodeKernel(stream, pipeline, tensors, s, launch::Grid::threads(threads, kGroup));
 }
 
 // The boxed CPU fallback of `name` over `args`, its three results.

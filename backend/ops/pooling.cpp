@@ -21,6 +21,7 @@
 #include "core/stream_pool.h"
 #include "cpu_fallback.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/structured.h"
 
 namespace metalx {
@@ -32,7 +33,6 @@ using launch::KernelFamily;
 using launch::Variant;
 using kernels::DType;
 
-constexpr uint64_t kGroup = 256;
 
 // Mirrors kernels/pooling.metal's PoolShape.
 struct PoolShape {
@@ -86,17 +86,7 @@ void windowFrom(IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding, Int
 
 void encode(KernelFamily& family, DType type, std::initializer_list<const Tensor*> tensors, const PoolShape& s,
             uint64_t threads) {
-  if (threads == 0) return;
-  Stream& stream = currentStream(tensors.begin()[0]->device().index());
-  const rt::ComputePipelinePtr& pipeline = family.pipeline(stream, Variant::Plain, type);
-  std::vector<std::pair<rt::BufferPtr, size_t>> buffers;
-  for (const Tensor* t : tensors) buffers.push_back(bufferFor(*t));
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, i);
-    e.setBytes(&s, sizeof s, buffers.size());
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kGroup), 1, 1});
-  });
+  launch::encodeThreads(family, Variant::Plain, type, tensors, s, threads);
 }
 
 c10::OperatorHandle op(const char* name, const char* overload) {

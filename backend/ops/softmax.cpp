@@ -16,6 +16,7 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/structured.h"
 
 namespace metalx {
@@ -72,27 +73,16 @@ Variant chooseVariant(SoftmaxShape& s, Stream& stream) {
   return Variant::Rows;
 }
 
-// Runs one softmax kernel over contiguous `inputs` into contiguous `out`.
-void launch(KernelFamily& family, DType key, SoftmaxShape s, std::initializer_list<const Tensor*> inputs,
-            const Tensor& out) {
+// Runs one softmax kernel over contiguous tensors: the inputs, then the output last.
+void launch(KernelFamily& family, DType key, SoftmaxShape s, std::initializer_list<const Tensor*> tensors) {
+  const Tensor& out = *tensors.end()[-1];
   if (out.numel() == 0) return;
   Stream& stream = currentStream(out.device().index());
   const Variant variant = chooseVariant(s, stream);
-  const rt::ComputePipelinePtr& pipeline = family.pipeline(stream, variant, key);
-  std::vector<std::pair<rt::BufferPtr, size_t>> buffers;
-  for (const Tensor* t : inputs) buffers.push_back(bufferFor(*t));
-  buffers.push_back(bufferFor(out));
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, i);
-    e.setBytes(&s, sizeof s, buffers.size());
-    if (variant == Variant::Rows) {
-      e.dispatchThreadgroups({ceilDiv(s.outer, kGroup / s.threads_per_row), 1, 1}, {kGroup, 1, 1});
-    } else {
-      const uint64_t threads = s.outer * s.inner;
-      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kGroup), 1, 1});
-    }
-  });
+  const launch::Grid grid = variant == Variant::Rows
+                                ? launch::Grid::groups(ceilDiv(s.outer, kGroup / s.threads_per_row), kGroup)
+                                : launch::Grid::threads(s.outer * s.inner, kGroup);
+  launch::encodeKernel(stream, family.pipeline(stream, variant, key), tensors, s, grid);
 }
 
 // The output the kernel writes: `out` itself when contiguous, else a temporary copied
@@ -121,7 +111,7 @@ void softmaxForward(const Tensor& input, int64_t dim, bool half_to_float, bool l
   const Tensor x = input.contiguous();
   const Tensor y = kernelOutput(out);
   KernelFamily& family = half_to_float ? half_to_float_kernels : forward_kernels;
-  launch(family, *in_type, shapeAlong(x, d, log), {&x}, y);
+  launch(family, *in_type, shapeAlong(x, d, log), {&x, &y});
   finishOutput(out, y);
 }
 
@@ -160,7 +150,7 @@ void softmaxBackward(const Tensor& grad, const Tensor& output, int64_t dim, c10:
   const Tensor g = grad.contiguous();
   const Tensor y = output.contiguous();
   const Tensor gi = kernelOutput(grad_input);
-  launch(to_half ? backward_to_half_kernels : backward_kernels, *grad_type, shapeAlong(g, d, log), {&g, &y}, gi);
+  launch(to_half ? backward_to_half_kernels : backward_kernels, *grad_type, shapeAlong(g, d, log), {&g, &y, &gi});
   finishOutput(grad_input, gi);
 }
 
