@@ -16,26 +16,13 @@ import argparse
 import json
 import os
 import platform
-import time
 
 import torch
 import torch.nn.functional as F
 
+from matmul_bench import timed  # best of several runs, the same measure as the matmul bench
+
 B, H, S, D = 8, 4, 256, 32
-
-
-def timed(fn, reps, sync, min_seconds=0.25):
-    """Best of at least `reps` runs after a warm-up, and of as many as fit in `min_seconds`."""
-    fn()
-    sync()
-    samples = []
-    begin = time.perf_counter()
-    while len(samples) < reps or time.perf_counter() - begin < min_seconds:
-        start = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - start)
-    return min(samples)
 
 
 def cases():
@@ -45,7 +32,7 @@ def cases():
 
     def make_case(causal, backward):
         def make(device):
-            dq, dk, dv, dg = (t.to(device).requires_grad_(backward) for t in (q, k, v, grad))
+            dq, dk, dv, dg = (t.detach().clone().to(device).requires_grad_(backward) for t in (q, k, v, grad))
 
             def run():
                 out = F.scaled_dot_product_attention(dq, dk, dv, is_causal=causal)

@@ -241,44 +241,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedBackward(
   Stream& stream = currentStream(q.device().index());
   auto qb = bufferFor(q), kb = bufferFor(k), vb = bufferFor(v), gb = bufferFor(grad_out);
   auto lb = bufferFor(lse), deltab = bufferFor(delta), mb = bufferOr(mask, grad_q);
-  if (want_kv) {
-    const rt::ComputePipelinePtr& pipeline = backward_kv_kernels.pipeline(stream, launch::Variant::Plain, *dtype);
-    auto gkb = bufferFor(grad_k), gvb = bufferFor(grad_v);
-    const uint64_t gx = (p.S + kKeys - 1) / kKeys, gy = p.B * p.Hk;
+  // Both backward kernels bind the same inputs (0-6), their two outputs (7, 8) and p (9).
+  const auto run = [&](launch::KernelFamily& kernels, const at::Tensor& out0, const at::Tensor& out1,
+                          uint64_t gx, uint64_t gy) {
+    const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, launch::Variant::Plain, *dtype);
+    const std::pair<rt::BufferPtr, size_t> bound[] = {qb, kb, vb, mb, gb, lb, deltab, bufferOr(out0, grad_q),
+                                                      bufferOr(out1, grad_q)};
     stream.encodeCompute([&](rt::ComputeEncoder& e) {
       e.setComputePipeline(pipeline);
-      e.setBuffer(qb.first, qb.second, 0);
-      e.setBuffer(kb.first, kb.second, 1);
-      e.setBuffer(vb.first, vb.second, 2);
-      e.setBuffer(mb.first, mb.second, 3);
-      e.setBuffer(gb.first, gb.second, 4);
-      e.setBuffer(lb.first, lb.second, 5);
-      e.setBuffer(deltab.first, deltab.second, 6);
-      e.setBuffer(gkb.first, gkb.second, 7);
-      e.setBuffer(gvb.first, gvb.second, 8);
+      for (int i = 0; i < 9; ++i) e.setBuffer(bound[i].first, bound[i].second, i);
       e.setBytes(&p, sizeof p, 9);
       e.dispatchThreadgroups({gx, gy, 1}, {kThreads, 1, 1});
     });
-  }
-  if (want_q || want_bias) {
-    const rt::ComputePipelinePtr& pipeline = backward_q_kernels.pipeline(stream, launch::Variant::Plain, *dtype);
-    auto gqb = bufferFor(grad_q), gmb = bufferOr(grad_bias_full, grad_q);
-    const uint64_t gx = (p.L + kBackwardRows - 1) / kBackwardRows, gy = p.B * p.Hq;
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      e.setBuffer(qb.first, qb.second, 0);
-      e.setBuffer(kb.first, kb.second, 1);
-      e.setBuffer(vb.first, vb.second, 2);
-      e.setBuffer(mb.first, mb.second, 3);
-      e.setBuffer(gb.first, gb.second, 4);
-      e.setBuffer(lb.first, lb.second, 5);
-      e.setBuffer(deltab.first, deltab.second, 6);
-      e.setBuffer(gqb.first, gqb.second, 7);
-      e.setBuffer(gmb.first, gmb.second, 8);
-      e.setBytes(&p, sizeof p, 9);
-      e.dispatchThreadgroups({gx, gy, 1}, {kThreads, 1, 1});
-    });
-  }
+  };
+  if (want_kv) run(backward_kv_kernels, grad_k, grad_v, (p.S + kKeys - 1) / kKeys, p.B * p.Hk);
+  if (want_q || want_bias)
+    run(backward_q_kernels, grad_q, grad_bias_full, (p.L + kBackwardRows - 1) / kBackwardRows, p.B * p.Hq);
   // The bias's gradient summed over its broadcast dimensions.
   at::Tensor grad_bias = want_bias ? at::sum_to(grad_bias_full, attn_bias.sizes()) : at::Tensor();
   return {want_q ? grad_q : at::Tensor(), grad_input_mask[1] ? grad_k : at::Tensor(),
