@@ -197,15 +197,38 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
     // This thread's row: online softmax update.
     threadgroup float* row = Ps + tid * AT_BK;
     float block_max = -INFINITY;
-    for (int j = 0; j < AT_BK; ++j) {
-      const float s = masked_score(p, mask, row[j], b, h, i, k0 + j);
-      row[j] = s;
-      block_max = max(block_max, s);
+    // A block with nothing masked in this row takes a branch-free loop (the simulator
+    // runs these per-lane loops one lane after another: they are most of its time).
+    const bool unmasked = p.has_mask == 0 && i < p.L && k0 + AT_BK <= p.S && (p.causal == 0 || k0 + AT_BK - 1 <= i);
+    if (unmasked) {
+      for (int j = 0; j < AT_BK; ++j) {
+        const float s = row[j] * p.scale;
+        row[j] = s;
+        block_max = s > block_max ? s : block_max;
+      }
+    } else {
+      for (int j = 0; j < AT_BK; ++j) {
+        const float s = masked_score(p, mask, row[j], b, h, i, k0 + j);
+        row[j] = s;
+        block_max = s > block_max ? s : block_max;
+      }
     }
-    const float new_max = max(row_max, block_max);
+    const float new_max = row_max > block_max ? row_max : block_max;
     const float correction = new_max == -INFINITY ? 1.0f : exp(row_max - new_max);
     float block_sum = 0.0f;
-    for (int j0 = 0; j0 < AT_BK; j0 += 4) {
+    if (p.dropout == 0.0f) {
+      // exp(-inf - max) is 0 for masked scores; a row masked so far has all zeros.
+      if (new_max == -INFINITY) {
+        for (int j = 0; j < AT_BK; ++j) row[j] = 0.0f;
+      } else {
+        for (int j = 0; j < AT_BK; ++j) {
+          const float e = exp(row[j] - new_max);
+          row[j] = e;
+          block_sum += e;
+        }
+      }
+    }
+    for (int j0 = 0; p.dropout != 0.0f && j0 < AT_BK; j0 += 4) {
       uint4 w = uint4(0);
       const bool drop = p.dropout > 0.0f && i < p.L;
       if (drop) w = dropout_words(p, bh, i, k0 + j0);
