@@ -290,7 +290,16 @@ METAL_FUNC void probabilities_column(constant AttentionParams& p, const device T
   const long bh = b * p.Hq + h, j = k0 + long(tid);
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   float pt[AT_BQB], dst[AT_BQB];
-  for (int r = 0; r < AT_BQB; ++r) {
+  // Nothing masked or dropped in this column for these rows: a branch-free loop (every
+  // row then has an unmasked key, so its logsumexp is finite).
+  const bool plain = p.has_mask == 0 && p.dropout == 0.0f && j < p.S && q0 + AT_BQB <= p.L &&
+                     (p.causal == 0 || j <= q0);
+  for (int r = 0; plain && r < AT_BQB; ++r) {
+    const float prob = exp(sbuf[r * AT_BK + tid] * p.scale - lse_rows[r]);
+    pt[r] = prob;
+    dst[r] = prob * (dpbuf[r * AT_BK + tid] - delta_rows[r]);
+  }
+  for (int r = 0; !plain && r < AT_BQB; ++r) {
     const long i = q0 + r;
     const float s = masked_score(p, mask, sbuf[r * AT_BK + tid], b, h, i, j);
     const float lse = lse_rows[r];
