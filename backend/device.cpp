@@ -1,5 +1,6 @@
 #include "device.h"
 #include "host_wait.h"
+#include "device_index_errors.h"
 
 #include <c10/util/Exception.h>
 
@@ -70,6 +71,7 @@ c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index) {
 void synchronizeDevice(c10::DeviceIndex index) {
   checkDeviceIndex(index);
   withTorchErrors([&] { synchronizeAllStreams(index); });
+  raiseDeviceIndexError(index);
 }
 
 void synchronizeCurrentStream(c10::DeviceIndex index) {
@@ -79,20 +81,25 @@ void synchronizeCurrentStream(c10::DeviceIndex index) {
   // must reach Python as itself. Failures are reported once, as torch errors.
   if (stream.completedSequence() < stream.currentSequence()) waitUntilIdle(stream);
   withTorchErrors([&] { stream.synchronize(); });
+  raiseDeviceIndexError(index);
 }
 
 bool synchronizeDevicePolling(c10::DeviceIndex index, const std::function<bool()>& keep_waiting) {
   checkDeviceIndex(index);
-  return withTorchErrors([&] { return synchronizeAllStreamsPolling(index, keep_waiting); });
+  const bool done = withTorchErrors([&] { return synchronizeAllStreamsPolling(index, keep_waiting); });
+  if (done) raiseDeviceIndexError(index);
+  return done;
 }
 
 bool synchronizeStreamPolling(const c10::Stream& stream, const std::function<bool()>& keep_waiting) {
   Stream& s = streamFor(stream);
-  return withTorchErrors([&] {
+  const bool done = withTorchErrors([&] {
     if (!s.waitAllPolling(keep_waiting)) return false;
     s.synchronize();
     return true;
   });
+  if (done) raiseDeviceIndexError(static_cast<c10::DeviceIndex>(s.deviceIndex()));
+  return done;
 }
 
 Stream& streamFor(const c10::Stream& stream) {

@@ -13,6 +13,7 @@
 #include "core/stream_event.h"
 #include "core/stream_pool.h"
 #include "device.h"
+#include "device_index_errors.h"
 
 namespace metalx {
 namespace {
@@ -70,6 +71,7 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& stream) const override {
     Stream& s = streamFor(stream);
     withTorchErrors([&] { s.synchronize(); });
+    raiseDeviceIndexError(static_cast<c10::DeviceIndex>(s.deviceIndex()));
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     metalx::synchronizeDevice(resolveDeviceIndex(index));
@@ -104,7 +106,10 @@ struct MetalxGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeEvent(void* event) const override {
-    if (event) withTorchErrors([&] { static_cast<StreamEvent*>(event)->synchronize(); });
+    if (!event) return;
+    auto* e = static_cast<StreamEvent*>(event);
+    withTorchErrors([&] { e->synchronize(); });
+    raiseDeviceIndexError(static_cast<c10::DeviceIndex>(e->deviceIndex()));
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {

@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "device_index_errors.h"
+
 namespace metalx {
 namespace {
 
@@ -25,6 +27,7 @@ void waitUntilIdle(Stream& stream) {
 void waitForHost(Stream& stream) {
   waitUntilIdle(stream);
   stream.synchronize();  // the failures of what completed (or the whole wait, without a check)
+  raiseDeviceIndexError(static_cast<c10::DeviceIndex>(stream.deviceIndex()));  // and its index errors
 }
 
 }  // namespace metalx

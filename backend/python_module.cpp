@@ -13,6 +13,7 @@
 
 #include "allocator.h"
 #include "core/command_trace.h"
+#include "core/host_waits.h"
 #include "fallback_report.h"
 #include "device.h"
 #include "extension_api.h"
@@ -134,6 +135,7 @@ PYBIND11_MODULE(_C, m) {
   // Waits without the GIL, in slices, taking it back between slices to run Python's
   // signal handlers: Ctrl-C during a long synchronize raises KeyboardInterrupt (the
   // device work keeps running; a later synchronize waits for it).
+  m.def("_host_wait_count", [] { return hostWaitCount(); });
   m.def("synchronize", [](int64_t index) {
     translated([&] {
       const c10::DeviceIndex device = toIndex(index);

@@ -3,7 +3,9 @@
 // index_fill and embedding's backward). Host side: backend/ops/indexing.cpp.
 //
 // Both walk the index tensor's shape with arbitrary strides (an index expanded with
-// stride 0, as index_select's, costs nothing). Index values were checked on the host.
+// stride 0, as index_select's, costs nothing). Index values are checked on the device
+// (kernels/index_check.metal) before these run; an element whose index is outside
+// [0, bound) is skipped here, so a bad index never reads or writes out of bounds.
 //   gather:  one thread per index element: out[e] = self[e with dim -> index[e]].
 //   scatter: one thread per line along `dim` of the index, walking the line in order:
 //            lines write disjoint parts of self (their other coordinates differ), so
@@ -27,6 +29,7 @@ struct IndexParams {
   float value_f;  // the scalar value, in the form of the compute type
   uint unused;
   long value_i;
+  long bound;  // self's size along dim: indices outside [0, bound) are skipped
   ulong sizes[METALX_INDEX_MAX_DIMS];  // the index's shape
   long self_strides[METALX_INDEX_MAX_DIMS];
   long index_strides[METALX_INDEX_MAX_DIMS];
@@ -63,7 +66,9 @@ kernel void index_gather(device T* out [[buffer(0)]], device const T* self [[buf
   const long dim_stride = p.self_strides[p.dim];
   for (ulong e = gid; e < p.lines; e += threads) {
     const Offsets o = offsets_of(p, e, false);
-    out[o.other] = self[o.self + index[o.index] * dim_stride];
+    const long i = index[o.index];
+    if (i < 0 || i >= p.bound) continue;
+    out[o.other] = self[o.self + i * dim_stride];
   }
 }
 
@@ -134,10 +139,15 @@ kernel void index_scatter(device T* self [[buffer(0)]], device const T* src [[bu
   for (ulong line = gid; line < p.lines; line += threads) {
     const Offsets o = offsets_of(p, line, true);
     if (p.mode != kAssign && !p.include_self) {
-      for (ulong j = 0; j < p.len; ++j) self[o.self + index[o.index + long(j) * index_step] * dim_stride] = T(identity_of<M>(p.mode));
+      for (ulong j = 0; j < p.len; ++j) {
+        const long i = index[o.index + long(j) * index_step];
+        if (i >= 0 && i < p.bound) self[o.self + i * dim_stride] = T(identity_of<M>(p.mode));
+      }
     }
     for (ulong j = 0; j < p.len; ++j) {
-      const long target = o.self + index[o.index + long(j) * index_step] * dim_stride;
+      const long i = index[o.index + long(j) * index_step];
+      if (i < 0 || i >= p.bound) continue;
+      const long target = o.self + i * dim_stride;
       const M v = p.has_src ? M(src[o.other + long(j) * src_step]) : value;
       if (p.mode == kAssign) {
         self[target] = T(v);
@@ -148,7 +158,9 @@ kernel void index_scatter(device T* self [[buffer(0)]], device const T* src [[bu
     }
     if (p.mode == kMean) {
       for (ulong j = 0; j < p.len; ++j) {
-        const long target = o.self + index[o.index + long(j) * index_step] * dim_stride;
+        const long i = index[o.index + long(j) * index_step];
+        if (i < 0 || i >= p.bound) continue;
+        const long target = o.self + i * dim_stride;
         const int n = counts[target] + (p.include_self ? 1 : 0);
         if (counts[target] > 0) self[target] = T(mean_of<M>(M(self[target]), long(n), p.integral != 0));
         counts[target] = 0;  // divided once, whatever repeats of target follow

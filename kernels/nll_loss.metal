@@ -9,8 +9,9 @@
 //   nll_loss_backward_<T>  a thread per target writes its one non-zero gradient into a
 //                          zeroed grad_input.
 // A target outside [0, classes) that is not ignore_index makes the forward kernels set
-// status[0] = 1 and status[1] = the target (the host raises CPU's IndexError); its loss
-// counts as 0. Half and bfloat accumulate in float.
+// status[0] = 1 and status[1] = the target (unread: the host reports bad targets
+// through the device-side index check, kernels/index_check.metal); its loss counts as
+// 0. Half and bfloat accumulate in float.
 #include <metal_stdlib>
 using namespace metal;
 

@@ -1,5 +1,6 @@
 // A stream of GPU work (see stream.h).
 #include "stream.h"
+#include "host_waits.h"
 
 #include <chrono>
 #include <stdexcept>
@@ -264,7 +265,15 @@ void Stream::waitFor(uint64_t sequence) {
   if (to_wait && completedSequence() < sequence) to_wait->waitUntilCompleted();
 }
 
+namespace {
+std::atomic<uint64_t> host_waits{0};
+}  // namespace
+
+uint64_t hostWaitCount() { return host_waits.load(std::memory_order_relaxed); }
+void countHostWait() { host_waits.fetch_add(1, std::memory_order_relaxed); }
+
 void Stream::synchronize() {
+  countHostWait();
   uint64_t target;
   {
     std::lock_guard<std::recursive_mutex> lock(encode_mutex_);

@@ -1,5 +1,6 @@
 // Events on streams (see stream_event.h).
 #include "core/stream_event.h"
+#include "core/host_waits.h"
 
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,7 @@ bool StreamEvent::query() const {
 }
 
 void StreamEvent::synchronize() const {
+  countHostWait();
   rt::CommandBufferPtr marker;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -3,12 +3,13 @@
 // index_fill, embedding_dense_backward.
 //
 // Shapes, dtypes and argument errors come from torch's structured meta functions, so
-// they are CPU's. Index values are checked on the host before the kernel runs (device
-// memory is shared: after the stream drains, the CPU reads the index in place), with
-// CPU's messages. Scatters reduce each line of the index in order in one thread, so
-// they need no atomics and are deterministic (embedding's backward included) and
-// round as CPU does. Types the kernels lack run on the CPU, counted as fallbacks:
-// moves (gather, copy-scatter) of 8-byte types such as float64 reuse the int64 kernel.
+// they are CPU's. Index values are checked on the device (ops/index_check.h): the first
+// bad one raises CPU's message at the next host wait (at the op with
+// METALX_SYNC_INDEX_CHECKS=1), and the kernels skip bad elements. Scatters reduce each
+// line of the index in order in one thread, so they need no atomics and are
+// deterministic (embedding's backward included) and round as CPU does. Types the
+// kernels lack run on the CPU, counted as fallbacks: moves (gather, copy-scatter) of
+// 8-byte types such as float64 reuse the int64 kernel.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -23,6 +24,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "allocator.h"
 #include "cpu_fallback.h"
@@ -33,6 +35,7 @@
 #include "launch/kernel_table.h"
 #include "launch/structured.h"
 #include "launch/torch_dtype.h"
+#include "ops/index_check.h"
 
 namespace metalx {
 namespace {
@@ -56,12 +59,13 @@ struct IndexParams {
   float value_f = 0;
   uint32_t unused = 0;
   int64_t value_i = 0;
+  int64_t bound = std::numeric_limits<int64_t>::max();  // indices outside [0, bound) are skipped
   uint64_t sizes[kMaxDims] = {};
   int64_t self_strides[kMaxDims] = {};
   int64_t index_strides[kMaxDims] = {};
   int64_t other_strides[kMaxDims] = {};
 };
-static_assert(sizeof(IndexParams) == 56 + 4 * 8 * kMaxDims, "IndexParams must match kernels/indexing.metal");
+static_assert(sizeof(IndexParams) == 64 + 4 * 8 * kMaxDims, "IndexParams must match kernels/indexing.metal");
 
 enum ScatterMode : uint32_t { kAssign = 0, kSum = 1, kProd = 2, kMean = 3, kMax = 4, kMin = 5 };
 
@@ -115,35 +119,11 @@ c10::IValue onFallback(const char* name, const char* overload, const Args&... ar
   return stack.back();
 }
 
-// The index values, read on the host once the device is done with them.
-at::Tensor hostIndex(const at::Tensor& index) {
-  if (index.device().is_cpu()) return index;
-  synchronizeCurrentStream(index.device().index());
-  return cpuAlias(index);
-}
-
-enum class IndexError { Bounds, BoundsIndexError, IndexCopy, OutOfRangeInSelf };
-
-// Raises CPU's error when an index value is outside [0, size) ([-size, size) with
-// `negative_ok`).
-void checkIndexValues(const at::Tensor& index, int64_t size, int64_t dim, IndexError kind, bool negative_ok = false) {
-  if (index.numel() == 0) return;
-  at::Tensor host = hostIndex(index).to(at::kLong);
-  const int64_t low = negative_ok ? -size : 0;
-  at::Tensor bad = host.lt(low).logical_or_(host.ge(size));
-  if (!bad.any().item<bool>()) return;
-  const int64_t value = host.masked_select(bad).flatten()[0].item<int64_t>();
-  switch (kind) {
-    case IndexError::Bounds:
-      TORCH_CHECK(false, "index ", value, " is out of bounds for dimension ", dim, " with size ", size);
-    case IndexError::BoundsIndexError:
-      TORCH_CHECK_INDEX(false, "index ", value, " is out of bounds for dimension ", dim, " with size ", size);
-    case IndexError::IndexCopy:
-      TORCH_CHECK_INDEX(false, "index_copy_(): index ", value, " is out of bounds for dimension ", dim, " with size ",
-                        size);
-    case IndexError::OutOfRangeInSelf:
-      TORCH_CHECK_INDEX(false, "index out of range in self");
-  }
+// Checks on the device that index values are in [0, size) ([-size, size) with
+// `negative_ok`); the first bad one raises `kind`'s CPU message, naming `op`.
+void checkIndexValues(const at::Tensor& index, int64_t size, int64_t dim, IndexMessage kind, const char* op,
+                      bool negative_ok = false) {
+  checkIndicesOnDevice(index, boundsCheck(size, dim, kind, negative_ok), op);
 }
 
 // The shape walk shared by gather and scatter: over `index`'s shape (0-dim as one
@@ -158,6 +138,7 @@ IndexParams walkOver(const at::Tensor& index, int64_t dim, const at::Tensor& sel
     p.index_strides[d] = strideOr0(index, d);
     p.other_strides[d] = other.defined() && other.dim() > 0 ? other.stride(d) : 0;
   }
+  p.bound = self.dim() == 0 ? 1 : self.size(p.dim);
   return p;
 }
 
@@ -261,7 +242,7 @@ at::Tensor expandAlong(const at::Tensor& index, int64_t dim, at::IntArrayRef sha
 
 void gatherChecked(const at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
-  checkIndexValues(index, sizeOr1(self, d), d, IndexError::Bounds);
+  checkIndexValues(index, sizeOr1(self, d), d, IndexMessage::Bounds, "gather");
   gatherInto(out, self, d, index);
 }
 
@@ -298,7 +279,7 @@ at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   std::vector<int64_t> shape = self.sizes().vec();
   if (self.dim() > 0) shape[d] = index.numel();
   at::native::resize_output(out, shape);
-  checkIndexValues(index, sizeOr1(self, d), d, IndexError::OutOfRangeInSelf);
+  checkIndexValues(index, sizeOr1(self, d), d, IndexMessage::OutOfRangeInSelf, "index_select");
   if (out.numel() == 0) return out;
   gatherInto(out, self, d, expandAlong(index, d, out.sizes()));
   return out;
@@ -325,7 +306,8 @@ void scatterImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, con
                  const at::Tensor& src, const std::optional<at::Scalar>& value, ScatterMode mode, bool include_self) {
   if (!out.is_same(self)) out.copy_(self);
   const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  checkIndexValues(index, sizeOr1(self, d), d, IndexError::Bounds);
+  checkIndexValues(index, sizeOr1(self, d), d, IndexMessage::Bounds,
+                   mode == kAssign ? "scatter" : mode == kSum ? "scatter_add" : "scatter_reduce");
   const bool narrow_float = out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16;
   if (narrow_float && (mode == kSum || mode == kMean) && index.numel() > 0) {
     // CPU's scatter_add/scatter_reduce sum half and bfloat16 in float and round once.
@@ -385,7 +367,9 @@ void indexAddImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, co
                   const at::Tensor& source, const at::Scalar& alpha) {
   if (!out.is_same(self)) out.copy_(self);
   const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  checkIndexValues(index, sizeOr1(self, d), d, IndexError::Bounds);
+  // CPU words it as index_select does for a vector self, as gather does otherwise.
+  checkIndexValues(index, sizeOr1(self, d), d, self.dim() <= 1 ? IndexMessage::OutOfRangeInSelf : IndexMessage::Bounds,
+                   "index_add_");
   if (index.numel() == 0) return;
   at::Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
   if (!(alpha.isIntegral(true) && alpha.to<int64_t>() == 1)) src = src * alpha;
@@ -430,7 +414,7 @@ void indexCopyImpl(const at::Tensor& out, const at::Tensor& self, int64_t dim, c
                    const at::Tensor& source) {
   if (!out.is_same(self)) out.copy_(self);
   const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  checkIndexValues(index, sizeOr1(self, d), d, IndexError::IndexCopy);
+  checkIndexValues(index, sizeOr1(self, d), d, IndexMessage::IndexCopy, "index_copy_");
   if (index.numel() == 0) return;
   at::Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
   at::Tensor target = out.dim() == 0 ? out.view({1}) : out;
@@ -478,10 +462,10 @@ at::Tensor& indexFillScalar(at::Tensor& self, int64_t dim, const at::Tensor& ind
   at::assert_no_internal_overlap(self);
   const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
-  checkIndexValues(index, sizeOr1(self, d), d, IndexError::BoundsIndexError, /*negative_ok=*/true);
+  checkIndexValues(index, sizeOr1(self, d), d, IndexMessage::BoundsIndexError, "index_fill_", /*negative_ok=*/true);
   if (index.numel() == 0 || self.numel() == 0) return self;
   at::Tensor idx = index.to(self.device(), at::kLong);
-  idx = idx.remainder(sizeOr1(self, d));  // negative indices count from the end
+  idx = at::where(idx.lt(0), idx + sizeOr1(self, d), idx);  // negative indices count from the end
   at::Tensor target = self.dim() == 0 ? self.view({1}) : self;
   std::vector<int64_t> shape = target.sizes().vec();
   shape[d] = idx.numel();
@@ -514,7 +498,7 @@ at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
   at::Tensor grad = grad_output.reshape({idx.numel(), width});
   at::Tensor grad_weight = at::zeros({num_weights, width}, grad_output.options());
   if (idx.numel() == 0) return grad_weight;
-  checkIndexValues(idx, num_weights, 0, IndexError::OutOfRangeInSelf);
+  checkIndexValues(idx, num_weights, 0, IndexMessage::OutOfRangeInSelf, "embedding_dense_backward");
   if (scale_grad_by_freq) {
     at::Tensor counts = at::zeros({num_weights}, grad_output.options().dtype(at::kLong));
     scatterInto(counts, 0, idx, at::ones_like(idx), std::nullopt, kSum, true);
@@ -546,7 +530,9 @@ struct AdvancedPlan {
 };
 
 
-std::optional<AdvancedPlan> planAdvanced(const at::Tensor& self_in, const c10::List<std::optional<at::Tensor>>& orig) {
+// `op` names the op in index errors.
+std::optional<AdvancedPlan> planAdvanced(const at::Tensor& self_in, const c10::List<std::optional<at::Tensor>>& orig,
+                                         const char* op) {
   TORCH_CHECK_INDEX(orig.size() <= static_cast<size_t>(self_in.dim()), "too many indices for tensor of dimension ",
                     self_in.dim(), " (got ", orig.size(), ")");
   at::native::checkIndexTensorTypes(orig, /*allow_int=*/true);
@@ -567,16 +553,21 @@ std::optional<AdvancedPlan> planAdvanced(const at::Tensor& self_in, const c10::L
   if (plan.before == ndim || ndim > kMaxDims) return std::nullopt;  // nothing indexed (0-dim masks): the CPU
   plan.indexed_end = plan.before;
   while (plan.indexed_end < ndim && indices[plan.indexed_end].defined()) ++plan.indexed_end;
-  at::Tensor offsets;
+  at::Tensor offsets, invalid;
   for (int64_t d = plan.before; d < plan.indexed_end; ++d) {
     at::Tensor idx = indices[d].to(at::kLong);
     const int64_t size = plan.self.size(d);
     // CPU names the position among the indexed dims.
-    checkIndexValues(idx, size, d - plan.before, IndexError::BoundsIndexError, /*negative_ok=*/true);
-    if (idx.numel() > 0) idx = idx.remainder(size);  // negative indices count from the end
+    checkIndexValues(idx, size, d - plan.before, IndexMessage::BoundsIndexError, op, /*negative_ok=*/true);
+    idx = at::where(idx.lt(0), idx + size, idx);  // negative indices count from the end
+    // A value still outside [0, size) was recorded by the check: its offset becomes -1,
+    // which the kernels skip, rather than an address past the dim.
+    at::Tensor outside = idx.lt(0).logical_or_(idx.ge(size));
+    invalid = invalid.defined() ? invalid.logical_or_(outside) : outside;
     at::Tensor term = idx * plan.self.stride(d);
     offsets = offsets.defined() ? offsets + term : term;
   }
+  offsets = offsets.masked_fill(invalid, -1);
   const at::IntArrayRef index_shape = indices[plan.before].sizes();
   for (int64_t d = 0; d < plan.before; ++d) plan.result_shape.push_back(plan.self.size(d));
   plan.walk_shape = plan.result_shape;
@@ -608,7 +599,7 @@ IndexParams advancedWalk(const AdvancedPlan& plan, const at::Tensor& other) {
 }
 
 at::Tensor indexTensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  auto plan = planAdvanced(self, indices);
+  auto plan = planAdvanced(self, indices, "index");
   auto dtype = movementDtype(self);
   if (!plan || !dtype) {
     torch::jit::Stack stack{self, indices};
@@ -641,7 +632,7 @@ at::Tensor& indexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
   at::assert_no_overlap(self, value);
   for (const std::optional<at::Tensor> index : indices)
     if (index.has_value()) at::assert_no_overlap(self, *index);
-  auto plan = planAdvanced(self, indices);
+  auto plan = planAdvanced(self, indices, "index_put_");
   auto dtype = accumulate ? arithmeticDtype(self) : movementDtype(self);
   if (!plan || !dtype) {
     torch::jit::Stack stack{self, indices, values, accumulate, unsafe};

@@ -5,8 +5,10 @@
 // bfloat16 inputs with int64 targets run kernels/nll_loss.metal; other dtypes (float64,
 // uint8 targets) run CPU's kernels through the fallback.
 //
-// A target out of range raises CPU's IndexError ("Target 7 is out of bounds."): the
-// forward kernel flags it and the host reads the flag, one synchronisation per forward.
+// A target out of range raises CPU's IndexError ("Target 7 is out of bounds.") through
+// the device-side index check (ops/index_check.h): at the next host wait, or at the op
+// with METALX_SYNC_INDEX_CHECKS=1; the kernels skip such targets, so a forward costs no
+// host wait.
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/nll_loss_backward_meta.h>
@@ -20,6 +22,7 @@
 #include "core/stream_pool.h"
 #include "launch/kernel_table.h"
 #include "launch/structured.h"
+#include "ops/index_check.h"
 
 namespace metalx {
 namespace {
@@ -85,12 +88,6 @@ NllShape shapeOf(const Tensor& self, const std::optional<Tensor>& weight, int64_
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-void raiseIfBadTarget(const Tensor& status) {
-  const Tensor host = status.cpu();  // waits for the kernel
-  const int64_t* v = host.data_ptr<int64_t>();
-  TORCH_CHECK_INDEX(v[0] == 0, "Target ", v[1], " is out of bounds.");
-}
-
 // Writes output (and total_weight) of self's nll loss.
 void forward(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
              int64_t ignore_index, DType type, const Tensor& output, const Tensor& total_weight) {
@@ -105,7 +102,7 @@ void forward(const Tensor& self, const Tensor& target, const std::optional<Tenso
   s.threads = simulated ? 1 : kGroup;
   const Tensor out = none && !output.is_contiguous() ? at::empty(output.sizes(), output.options()) : output;
   const Tensor tw = total_weight.is_contiguous() ? total_weight : at::empty({}, total_weight.options());
-  const Tensor status = at::zeros({2}, self.options().dtype(at::kLong));
+  const Tensor status = at::empty({2}, self.options().dtype(at::kLong));  // the kernels' flag, unread
   const uint64_t items = s.batch * s.spatial;
   if (none) {
     tw.zero_();
@@ -129,7 +126,11 @@ void forward(const Tensor& self, const Tensor& target, const std::optional<Tenso
     if (none) e.dispatchThreads({items, 1, 1}, {std::min<uint64_t>(items, kGroup), 1, 1});
     else e.dispatchThreadgroups({1, 1, 1}, {s.threads, 1, 1});
   });
-  raiseIfBadTarget(status);
+  IndexCheck check;
+  check.high = static_cast<int64_t>(s.classes);
+  check.ignore = ignore_index;
+  check.message = IndexMessage::Target;
+  checkIndicesOnDevice(t, check, "nll_loss");
   if (!out.is_same(output)) output.copy_(out);
   if (!tw.is_same(total_weight)) total_weight.copy_(tw);
 }

@@ -1,38 +1,34 @@
 // take and put_ (put is torch's composite over put_) on the device: both address `self`
 // as if it were flattened, so they run as index_select / index_put_ / index_add_
 // (backend/ops/indexing.cpp's kernels) over a flat view of self, with negative indices
-// wrapped first. Index values are checked on the host once the device is done with
-// them (device memory is shared), raising CPU's IndexError and message; argument
-// errors are CPU's too.
+// wrapped first. Index values are checked on the device (ops/index_check.h), raising
+// CPU's IndexError and message at the next host wait (at the op with
+// METALX_SYNC_INDEX_CHECKS=1); argument errors are CPU's too.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "device.h"
-#include "fallback_memory.h"
+#include "ops/index_check.h"
 
 namespace metalx {
 namespace {
 
 using at::Tensor;
 
-// CPU's IndexError for the first index outside [-numel, numel).
-void checkFlatIndices(const Tensor& index, int64_t numel) {
-  if (index.numel() == 0) return;
-  synchronizeCurrentStream(index.device().index());
-  const Tensor host = cpuAlias(index).contiguous();
-  const int64_t* values = host.data_ptr<int64_t>();
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    TORCH_CHECK_INDEX(values[i] >= -numel && values[i] < numel, "out of range: tried to access index ", values[i],
-                      " on a tensor of ", numel, " elements.");
-  }
+// CPU's IndexError for the first index outside [-numel, numel), naming `op`.
+void checkFlatIndices(const Tensor& index, int64_t numel, const char* op) {
+  checkIndicesOnDevice(index, boundsCheck(numel, 0, IndexMessage::FlatOutOfRange, /*negative_ok=*/true), op);
 }
 
 // The flat indices with negative ones wrapped, on self's device.
+// A value below -numel (reported by the check) becomes numel, which the kernels below
+// skip, rather than wrapping once into another negative index they would wrap again.
 Tensor wrappedFlat(const Tensor& index, int64_t numel) {
   const Tensor flat = index.reshape(-1);
-  return at::where(flat.lt(0), flat.add(numel), flat);
+  const Tensor wrapped = at::where(flat.lt(0), flat.add(numel), flat);
+  return wrapped.masked_fill(wrapped.lt(0), numel);
 }
 
 Tensor& takeOut(const Tensor& self, const Tensor& index, Tensor& out) {
@@ -44,7 +40,7 @@ Tensor& takeOut(const Tensor& self, const Tensor& index, Tensor& out) {
               "take(): self, index and out expected to be in the same device, but got self.device = ", self.device(),
               ", index.device = ", index.device(), ", and out.device = ", out.device());
   TORCH_CHECK_INDEX(!(self.numel() == 0 && index.numel() != 0), "take(): tried to take from an empty tensor");
-  checkFlatIndices(index, self.numel());
+  checkFlatIndices(index, self.numel(), "take");
   at::native::resize_output(out, index.sizes());
   if (index.numel() == 0) return out;
   const Tensor taken = self.reshape(-1).index_select(0, wrappedFlat(index, self.numel()));
@@ -71,7 +67,7 @@ Tensor& putInplace(Tensor& self, const Tensor& index, const Tensor& source, bool
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
   if (index.numel() == 0) return self;
-  checkFlatIndices(index, self.numel());
+  checkFlatIndices(index, self.numel(), "put_");
   const Tensor flat_index = wrappedFlat(index, self.numel());
   const Tensor flat_source = source.reshape(-1);
   // A view when self is contiguous, else a copy written back below.

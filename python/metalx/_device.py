@@ -47,6 +47,14 @@ def synchronize(device=None) -> None:
     _C.synchronize(_device_index(device))
 
 
+def host_wait_count() -> int:
+    """How many times the host has waited for device work so far (synchronize, .item(),
+    .cpu(), event waits, the CPU fallback's waits), on every device: the difference
+    around a piece of code counts its host waits, which break the asynchrony of a
+    training step."""
+    return _C._host_wait_count()
+
+
 def driver_name() -> str:
     """The runtime driving the devices: "metal" (Apple GPU) or "sim" (simulator)."""
     return _C.driver_name()

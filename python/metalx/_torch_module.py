@@ -11,6 +11,7 @@ from metalx._device import (  # noqa: F401
     device,
     device_count,
     driver_name,
+    host_wait_count,
     is_available,
     set_device,
     synchronize,

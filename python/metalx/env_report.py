@@ -19,6 +19,7 @@ SETTINGS = {
     "METALX_DRIVER": "runtime driver: metal or sim (default: Metal where available, else sim)",
     "METALX_FALLBACK": "ops without a metalx kernel: allow (default), warn or error",
     "METALX_HIGH_WATERMARK_RATIO": "memory limit, x the recommended working set (default 1.7)",
+    "METALX_SYNC_INDEX_CHECKS": "1: index values out of range raise at the op (a host wait per check), not at the next synchronisation",
     "METALX_PIPELINE_CACHE_SIZE": "bound of the compute pipeline cache",
     "METALX_LIBRARY_CACHE_SIZE": "bound of the compiled shader library cache",
     "METALX_SKIP_TORCH_VERSION_CHECK": "1: load even into another torch than the one built for",

@@ -288,10 +288,14 @@ def test_take_put_views_accumulate_and_backward():
 
 def test_take_put_errors():
     d = torch.zeros(3, 4, device=DEV)
-    with pytest.raises(IndexError, match="out of range: tried to access index 12 on a tensor of 12 elements"):
+    # Index values are checked on the device: the error comes at the next synchronisation.
+    with pytest.raises(IndexError, match="in take: out of range: tried to access index 12 on a tensor of 12 elements"):
         d.take(torch.tensor([1, 12], device=DEV))
-    with pytest.raises(IndexError, match="tried to access index -13"):
+        torch.metalx.synchronize()
+    with pytest.raises(IndexError, match="in put_: out of range: tried to access index -13"):
         d.put_(torch.tensor([-13], device=DEV), torch.ones(1, device=DEV))
+        torch.metalx.synchronize()
+    assert d.cpu().eq(0).all()  # the bad put_ wrote nothing
     with pytest.raises(RuntimeError, match="Expected a long tensor for index"):
         d.take(torch.tensor([1], dtype=torch.int32, device=DEV))
     with pytest.raises(IndexError, match="tried to take from an empty tensor"):

@@ -75,6 +75,10 @@ def child_env(out_json: Path, expectations: Path | None, current: Path | None = 
         env["METALX_CURRENT_TEST"] = str(current)
     if expectations is not None:
         env["METALX_EXPECTATIONS"] = str(expectations)
+    # Upstream's error_inputs tests expect an out-of-range index to raise at the op, as
+    # CPU does; metalx checks index values on the device and raises at the next host
+    # wait unless METALX_SYNC_INDEX_CHECKS=1 (README, Configuration).
+    env.setdefault("METALX_SYNC_INDEX_CHECKS", "1")
     # Upstream prints a repro command per failure; logs stay readable without it.
     env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
     return env
