@@ -113,8 +113,9 @@ template <typename T> struct sum_red : reduce_fn {
   A map(T x, ulong) const { return A(x); }
   A combine(A a, A b) const { return a + b; }
   A shuffle(A a, ushort d) const { return shuffle_down(a, d); }
-  // mean rounds the sum to the output type, then divides (CPU's sum, then div_).
-  template <typename O> O project(A a) const { return count == 0.0f ? O(a) : O(float(O(a)) / count); }
+  // mean divides the accumulated sum, then rounds once to the output type: CPU's
+  // mean_out sums half and bfloat in float and divides before it casts.
+  template <typename O> O project(A a) const { return count == 0.0f ? O(a) : O(float(a) / count); }
   long index(A) const { return 0; }
 };
 template <typename T> struct prod_red : reduce_fn {

@@ -21,6 +21,7 @@
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/structured.h"
 #include "ops/index_check.h"
 
@@ -41,6 +42,8 @@ struct NllShape {
   uint32_t has_weight = 0;
   uint32_t mean = 0;
   uint32_t threads = 1;
+  uint32_t cascade = 0;
+  uint32_t per_target = 0;
 };
 
 KernelFamily none_kernels("nll_loss_none", launch::kFloatTypes);
@@ -98,11 +101,13 @@ void forward(const Tensor& self, const Tensor& target, const std::optional<Tenso
   const bool none = reduction == at::Reduction::None && x.dim() != 1;
   Stream& stream = currentStream(self.device().index());
   const bool simulated = stream.device().info().is_simulated;
-  // A thread on the simulator walks the targets as one loop; a GPU takes a threadgroup.
-  s.threads = simulated ? 1 : kGroup;
+  // Half and bfloat reduce in CPU's order and roundings, on one thread (the kernel's
+  // comment says why). Otherwise a thread on the simulator walks the targets as one
+  // loop; a GPU takes a threadgroup.
+  s.cascade = type == DType::Float32 ? 0 : 1;
+  s.threads = simulated || s.cascade ? 1 : kGroup;
   const Tensor out = none && !output.is_contiguous() ? at::empty(output.sizes(), output.options()) : output;
   const Tensor tw = total_weight.is_contiguous() ? total_weight : at::empty({}, total_weight.options());
-  const Tensor status = at::empty({2}, self.options().dtype(at::kLong));  // the kernels' flag, unread
   const uint64_t items = s.batch * s.spatial;
   if (none) {
     tw.zero_();
@@ -114,18 +119,13 @@ void forward(const Tensor& self, const Tensor& target, const std::optional<Tenso
     if (!tw.is_same(total_weight)) total_weight.copy_(tw);
     return;
   }
-  KernelFamily& family = none ? none_kernels : reduce_kernels;
-  const rt::ComputePipelinePtr& pipeline = family.pipeline(stream, Variant::Plain, type);
-  std::vector<std::pair<rt::BufferPtr, size_t>> buffers = {bufferFor(x), bufferFor(t), bufferFor(w), bufferFor(out)};
-  if (!none) buffers.push_back(bufferFor(tw));
-  buffers.push_back(bufferFor(status));
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, i);
-    e.setBytes(&s, sizeof s, buffers.size());
-    if (none) e.dispatchThreads({items, 1, 1}, {std::min<uint64_t>(items, kGroup), 1, 1});
-    else e.dispatchThreadgroups({1, 1, 1}, {s.threads, 1, 1});
-  });
+  if (none) {
+    launch::encodeKernel(stream, none_kernels.pipeline(stream, Variant::Plain, type), {&x, &t, &w, &out}, s,
+                         launch::Grid::threads(items, kGroup));
+  } else {
+    launch::encodeKernel(stream, reduce_kernels.pipeline(stream, Variant::Plain, type), {&x, &t, &w, &out, &tw}, s,
+                         launch::Grid::groups(1, s.threads));
+  }
   IndexCheck check;
   check.high = static_cast<int64_t>(s.classes);
   check.ignore = ignore_index;
@@ -144,22 +144,11 @@ void backward(const Tensor& grad_output, const Tensor& self, const Tensor& targe
   const Tensor tw = total_weight.contiguous();
   const Tensor gi = grad_input.is_contiguous() ? grad_input : at::empty(grad_input.sizes(), grad_input.options());
   gi.zero_();
-  const NllShape s = shapeOf(self, weight, reduction, ignore_index);
-  const uint32_t per_target = reduction == at::Reduction::None && self.dim() != 1 ? 1 : 0;
+  NllShape s = shapeOf(self, weight, reduction, ignore_index);
+  s.per_target = reduction == at::Reduction::None && self.dim() != 1 ? 1 : 0;
   const uint64_t items = s.batch * s.spatial;
-  if (items > 0 && gi.numel() > 0) {
-    Stream& stream = currentStream(self.device().index());
-    const rt::ComputePipelinePtr& pipeline = backward_kernels.pipeline(stream, Variant::Plain, type);
-    std::vector<std::pair<rt::BufferPtr, size_t>> buffers = {bufferFor(g), bufferFor(t), bufferFor(w), bufferFor(tw),
-                                                             bufferFor(gi)};
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      for (size_t i = 0; i < buffers.size(); ++i) e.setBuffer(buffers[i].first, buffers[i].second, i);
-      e.setBytes(&s, sizeof s, 5);
-      e.setBytes(&per_target, sizeof per_target, 6);
-      e.dispatchThreads({items, 1, 1}, {std::min<uint64_t>(items, kGroup), 1, 1});
-    });
-  }
+  if (items > 0 && gi.numel() > 0)
+    launch::encodeThreads(backward_kernels, Variant::Plain, type, {&g, &t, &w, &tw, &gi}, s, items);
   if (!gi.is_same(grad_input)) grad_input.copy_(gi);
 }
 
