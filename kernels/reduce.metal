@@ -311,10 +311,17 @@ template <typename T> struct logsumexp_red : reduce_fn {
 // are independent, so the host compiler keeps them in vector registers on the simulator,
 // instead of waiting for each add before the next. A tree then combines them. Ops whose
 // combine is not associative in floating point (sums) give results within rounding of
-// the sequential order, as CPU torch's vectorised reductions do.
+// the sequential order, as CPU torch's vectorised reductions do. Short runs (under four
+// rounds of lanes) keep the sequential order, which is CPU torch's for short rows: a
+// half or bfloat sum rounded from a differently ordered float sum can differ by an ulp.
 template <template <typename> class Op, typename T>
 inline typename Op<T>::A reduce_run(thread const Op<T>& op, device const T* row, ulong r0, ulong r1) {
   typedef typename Op<T>::A A;
+  if (r1 - r0 < 4 * METALX_REDUCE_LANES) {
+    A acc = op.identity();
+    for (ulong r = r0; r < r1; ++r) acc = op.combine(acc, op.map(row[r], r));
+    return acc;
+  }
   A lane[METALX_REDUCE_LANES];
   for (uint k = 0; k < METALX_REDUCE_LANES; ++k) lane[k] = op.identity();
   ulong r = r0;
