@@ -1,6 +1,6 @@
 """Native elementwise ops and reductions against CPU torch, as ratios in one run.
 
-    python bench/elementwise_bench.py [--out bench/results/elementwise-sim-<os>-<arch>.json]
+    python bench/elementwise_bench.py [--clock wall|process] [--out bench/results/elementwise-sim-<os>-<arch>.json]
 
 ratio = CPU torch's time / metalx's time for the same op on the same data (above 1:
 metalx is faster). Targets (issue 12):
@@ -14,6 +14,7 @@ CPU torch runs with its default threads (every core); the simulator uses every c
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -21,31 +22,38 @@ import time
 import torch
 
 
-def timed(fn, sync, min_time=0.25, min_reps=5):
-    """Best seconds per call over at least `min_reps` runs and `min_time` seconds."""
+def timed(fn, sync, clock=time.perf_counter, min_time=0.25, min_reps=5):
+    """Best seconds per call (by `clock`) over at least `min_reps` runs and `min_time` seconds."""
     fn()
     sync()
     samples = []
     start = time.perf_counter()
     while len(samples) < min_reps or time.perf_counter() - start < min_time:
-        t = time.perf_counter()
+        t = clock()
         fn()
         sync()
-        samples.append(time.perf_counter() - t)
+        samples.append(clock() - t)
     return min(samples)
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
+    # wall: elapsed time. process: CPU time of every thread of this process (the
+    # simulator's workers and CPU torch's threads are both in it): on a loaded machine
+    # the wall time mostly measures how long each side waited for a core, which hits CPU
+    # torch's threads hardest, while CPU time counts the work (and any spinning).
+    parser.add_argument("--clock", choices=("wall", "process"), default="wall")
     args = parser.parse_args()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    load_before = os.getloadavg()
     rows = []
     sync_dev = torch.metalx.synchronize
 
     def compare(group, name, fn, *tensors, target):
         dev = [t.to("metalx") for t in tensors]
-        t_dev = timed(lambda: fn(*dev), sync_dev)
-        t_cpu = timed(lambda: fn(*tensors), lambda: None)
+        t_dev = timed(lambda: fn(*dev), sync_dev, clock)
+        t_cpu = timed(lambda: fn(*tensors), lambda: None, clock)
         ratio = t_cpu / t_dev
         rows.append(dict(group=group, name=name, metalx_ms=t_dev * 1e3, cpu_ms=t_cpu * 1e3, ratio=ratio,
                          target=target, met=ratio >= target))
@@ -84,7 +92,8 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(machine=platform.machine(), system=platform.system(), torch=torch.__version__,
-                           threads=torch.get_num_threads(), rows=rows), f, indent=1)
+                           threads=torch.get_num_threads(), clock=args.clock, load_before=load_before,
+                           load_after=os.getloadavg(), rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

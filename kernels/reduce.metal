@@ -10,27 +10,33 @@
 //                      threads accumulate a share of the row, then simd_shuffle_down and
 //                      threadgroup memory combine them. For rows along contiguous memory,
 //                      and for few long rows, whose R the host splits into parts
-//                      (several threadgroups per output, then <op>_partials_<T>).
+//                      (several threadgroups per output, then <op>_partials_<T>). GPUs only.
 //   <op>_cols_<T>      a thread per REDUCE_COLS adjacent outputs, looping over R: for
 //                      reductions over outer dims (bias gradients, sum(dim=0)), where
 //                      adjacent outputs are adjacent in memory. Also splits R into parts.
+//                      The simulator runs every reduction through it (a thread is a loop
+//                      iteration there, and the rows kernel's shuffles and barriers would
+//                      make each a fiber); rows along contiguous memory are then reduced
+//                      one after another, each by reduce_run's independent lanes.
 //   <op>_partials_<T>  a thread per output combines its parts' accumulators.
 #include <metal_stdlib>
 using namespace metal;
 
 #define METALX_REDUCE_MAX_DIMS 8
 #define METALX_REDUCE_GROUP 256
+// A long run is reduced in blocks of this many elements, each combined into the total,
+// so that a float sum over a long run keeps the accuracy of short ones.
 #define METALX_REDUCE_BLOCK 512
 
-// A GPU thread reads elements a SIMD width apart (coalesced); a simulated thread, a
-// contiguous block (its loop vectorises). Column kernels give a simulated thread one
-// vector of outputs.
+// A GPU thread reads elements a SIMD width apart (coalesced). Column kernels give a
+// simulated thread one vector of outputs, and a simulated thread reducing a contiguous
+// run keeps METALX_REDUCE_LANES accumulators (see reduce_run).
 #ifdef METALSIM_VECTOR_BYTES
-#define METALX_REDUCE_BLOCKED 1
 #define METALX_REDUCE_COLS 16
+#define METALX_REDUCE_LANES 16
 #else
-#define METALX_REDUCE_BLOCKED 0
 #define METALX_REDUCE_COLS 1
+#define METALX_REDUCE_LANES 1
 #endif
 
 struct ReduceShape {
@@ -301,6 +307,33 @@ template <typename T> struct logsumexp_red : reduce_fn {
 
 // ---- kernels ----
 
+// Reduces elements r0..r1 of a row that lies contiguously from `row` (map sees the
+// element's index r). Element r0 + k + LANES*i goes to accumulator k; the accumulators
+// are independent, so the host compiler keeps them in vector registers on the simulator,
+// instead of waiting for each add before the next. A tree then combines them. Ops whose
+// combine is not associative in floating point (sums) give results within rounding of
+// the sequential order, as CPU torch's vectorised reductions do. Short runs (under four
+// rounds of lanes) keep the sequential order, which is CPU torch's for short rows: a
+// half or bfloat sum rounded from a differently ordered float sum can differ by an ulp.
+template <template <typename> class Op, typename T>
+inline typename Op<T>::A reduce_run(thread const Op<T>& op, device const T* row, ulong r0, ulong r1) {
+  typedef typename Op<T>::A A;
+  if (r1 - r0 < 4 * METALX_REDUCE_LANES) {
+    A acc = op.identity();
+    for (ulong r = r0; r < r1; ++r) acc = op.combine(acc, op.map(row[r], r));
+    return acc;
+  }
+  A lane[METALX_REDUCE_LANES];
+  for (uint k = 0; k < METALX_REDUCE_LANES; ++k) lane[k] = op.identity();
+  ulong r = r0;
+  for (; r + METALX_REDUCE_LANES <= r1; r += METALX_REDUCE_LANES)
+    for (uint k = 0; k < METALX_REDUCE_LANES; ++k) lane[k] = op.combine(lane[k], op.map(row[r + k], r + k));
+  for (uint k = 0; r + k < r1; ++k) lane[k] = op.combine(lane[k], op.map(row[r + k], r + k));
+  for (uint w = METALX_REDUCE_LANES / 2; w > 0; w >>= 1)
+    for (uint k = 0; k < w; ++k) lane[k] = op.combine(lane[k], lane[k + w]);
+  return lane[0];
+}
+
 // The output's storage type: what the host allocated for this op and input dtype.
 template <template <typename> class Op, typename T, typename O>
 inline void write_result(thread const Op<T>& op, typename Op<T>::A acc, constant ReduceShape& s, ulong o,
@@ -337,24 +370,7 @@ kernel void reduce_rows(device const T* in [[buffer(0)]],
     const ulong base = kept_offsets(s, o).in;
     const ulong begin = ulong(part) * s.part_size;
     const ulong end = umin(begin + s.part_size, s.reduce_size);
-#if METALX_REDUCE_BLOCKED
-    const ulong per = (end - begin + tpo - 1) / tpo;
-    const ulong b = begin + t * per, e = umin(b + per, end);
-    // Blocks of METALX_REDUCE_BLOCK elements are combined first and then into the total,
-    // so that a float sum over a long run keeps the accuracy of short ones.
-    for (ulong r0 = b; r0 < e; r0 += METALX_REDUCE_BLOCK) {
-      const ulong r1 = umin(r0 + METALX_REDUCE_BLOCK, e);
-      A block = op.identity();
-      if (s.red_ndim == 1 && s.red_in[0] == 1) {
-        for (ulong r = r0; r < r1; ++r) block = op.combine(block, op.map(in[base + r], r));
-      } else {
-        for (ulong r = r0; r < r1; ++r) block = op.combine(block, op.map(in[base + reduced_offset(s, r)], r));
-      }
-      acc = op.combine(acc, block);
-    }
-#else
     for (ulong r = begin + t; r < end; r += tpo) acc = op.combine(acc, op.map(in[base + reduced_offset(s, r)], r));
-#endif
   }
   for (ushort d = 16; d > 0; d >>= 1) acc = op.combine(acc, op.shuffle(acc, d));
   if (tpo == METALX_REDUCE_GROUP) {
@@ -395,7 +411,7 @@ kernel void reduce_cols(device const T* in [[buffer(0)]],
   A acc[METALX_REDUCE_COLS];
   for (uint j = 0; j < METALX_REDUCE_COLS; ++j) acc[j] = op.identity();
   if (count == METALX_REDUCE_COLS && step == 1) {
-    for (ulong r0 = begin; r0 < end; r0 += METALX_REDUCE_BLOCK) {  // blocks, as in reduce_rows
+    for (ulong r0 = begin; r0 < end; r0 += METALX_REDUCE_BLOCK) {
       const ulong r1 = umin(r0 + METALX_REDUCE_BLOCK, end);
       A block[METALX_REDUCE_COLS];
       for (uint j = 0; j < METALX_REDUCE_COLS; ++j) block[j] = op.identity();
@@ -404,6 +420,13 @@ kernel void reduce_cols(device const T* in [[buffer(0)]],
         for (uint j = 0; j < METALX_REDUCE_COLS; ++j) block[j] = op.combine(block[j], op.map(p[j], r));
       }
       for (uint j = 0; j < METALX_REDUCE_COLS; ++j) acc[j] = op.combine(acc[j], block[j]);
+    }
+  } else if (s.red_ndim == 1 && s.red_in[0] == 1) {
+    // Each output's elements are contiguous: its rows one after another.
+    for (uint j = 0; j < count; ++j) {
+      device const T* row = in + base + j * step;
+      for (ulong r0 = begin; r0 < end; r0 += METALX_REDUCE_BLOCK)
+        acc[j] = op.combine(acc[j], reduce_run<Op, T>(op, row, r0, umin(r0 + METALX_REDUCE_BLOCK, end)));
     }
   } else {
     for (ulong r0 = begin; r0 < end; r0 += METALX_REDUCE_BLOCK) {

@@ -104,9 +104,15 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
 
   const uint64_t R = s.reduce_size, O = s.outputs;
   // Column kernels when adjacent outputs are adjacent in memory and the reduced
-  // elements are not. On the simulator for every reduction with several outputs: its
-  // threads are loop iterations, and the rows kernel's SIMD groups and barriers make each
-  // one a fiber, which a thread per output (reading its rows as streams) avoids.
+  // elements are not. On the simulator for every reduction: its threads are loop
+  // iterations, and the rows kernel's SIMD groups and barriers make each one a fiber,
+  // which a thread per run of outputs avoids (it reduces contiguous rows one by one).
+  // A full reduction is then one output along a kept dim of size 1.
+  if (simulated && kept.empty()) {
+    kept.push_back({1, 0, 0, 0});
+    s.kept_ndim = 1;
+    s.kept_sizes[0] = 1;
+  }
   const bool columns =
       !kept.empty() && (simulated || (kept[0].in == 1 && (red.empty() || red[0].in != 1)));
   // Enough parallel work for the device: many threadgroups on a GPU, a few per core on
@@ -158,7 +164,10 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
     } else {
       const uint64_t cols = simulated ? 16 : 1;
       const uint64_t threads = ceilDiv(kept[0].size, cols) * (O / kept[0].size) * parts;
-      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kGroup), 1, 1});
+      // The simulator spreads threadgroups over its cores: at least `want` of them, since
+      // each of its threads loops over a whole share of the input.
+      const uint64_t group = simulated ? std::clamp<uint64_t>(threads / want, 1, kGroup) : kGroup;
+      e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, group), 1, 1});
     }
     if (finish) {
       e.setComputePipeline(*finish);

@@ -10,6 +10,8 @@
 //     contiguous one (reducing outer dims);
 //   - a split of every row into parts, with a partials pass, when there are too few
 //     outputs to fill the device (full reductions, a few long rows).
+// On the simulator always cols (a full reduction as one output), in enough
+// threadgroups to spread over its cores.
 #pragma once
 
 #include <ATen/ATen.h>
