@@ -2,15 +2,24 @@
 // c10::complex<float>. Arithmetic on float2 is componentwise, which is right for + and
 // - and wrong for * and /: complex ops use the helpers below. The formulas follow the
 // usual textbook ones; where a plain formula turns special values into NaN that CPU
-// PyTorch does not (exp of a real infinity, huge |z| in tanh), the helper says so.
+// PyTorch does not (exp of a real infinity), the helper says so.
 #pragma once
 #include <metal_stdlib>
 using namespace metal;
 
 typedef float2 complex64;
 
+// Both products of each part rounded, then added: CPU's vectorised complex multiply
+// over contiguous runs (AVX-512).
 inline complex64 cmul(complex64 a, complex64 b) {
   return complex64(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+// One product of each part rounded, the other fused into the sum: CPU's loop over
+// strided operands (c10::complex's operator*, which its compiler contracts). Where the
+// two products nearly cancel (ad + bc of conjugate-like pairs) the two forms differ by
+// far more than a rounding, so each access pattern uses CPU's.
+inline complex64 cmul_fused(complex64 a, complex64 b) {
+  return complex64(fma(a.x, b.x, -(a.y * b.y)), fma(a.x, b.y, a.y * b.x));
 }
 
 // Division by scaling with the larger part of the divisor (Smith's method), as
@@ -72,23 +81,10 @@ inline complex64 csqrt(complex64 z) {
 inline complex64 csinh(complex64 z) { return complex64(sinh(z.x) * cos(z.y), cosh(z.x) * sin(z.y)); }
 inline complex64 ccosh(complex64 z) { return complex64(cosh(z.x) * cos(z.y), sinh(z.x) * sin(z.y)); }
 
-// tanh by Kahan's formula: with t = tan(im), s = sinh(re), rho = sqrt(1 + s^2),
-// tanh z = (beta rho s + i t) / (1 + beta s^2), beta = 1 + t^2. Past |re| = 9 the real
-// part is +-1 to float precision, and beta s^2 would overflow first.
-inline complex64 ctanh(complex64 z) {
-  if (fabs(z.x) > 9.0f) {
-    const float e = exp(-2.0f * fabs(z.x));
-    return complex64(copysign(1.0f, z.x), 4.0f * sin(z.y) * cos(z.y) * e);
-  }
-  const float t = tan(z.y), beta = 1.0f + t * t, s = sinh(z.x), rho = sqrt(1.0f + s * s);
-  const float denom = 1.0f + beta * s * s;
-  return complex64(beta * rho * s / denom, t / denom);
-}
-
-// sin, cos, tan through their hyperbolic twins: sin z = -i sinh(iz), cos z = cosh(iz),
-// tan z = -i tanh(iz), with iz = (-im, re).
+// sin and cos through their hyperbolic twins: sin z = -i sinh(iz), cos z = cosh(iz),
+// with iz = (-im, re). (tan and tanh stay on the CPU: its C99 special cases for
+// infinite and huge inputs are not matched here.)
 inline complex64 times_i(complex64 z) { return complex64(-z.y, z.x); }
 inline complex64 times_minus_i(complex64 z) { return complex64(z.y, -z.x); }
 inline complex64 csin(complex64 z) { return times_minus_i(csinh(times_i(z))); }
 inline complex64 ccos(complex64 z) { return ccosh(times_i(z)); }
-inline complex64 ctan(complex64 z) { return times_minus_i(ctanh(times_i(z))); }

@@ -26,6 +26,9 @@ template <typename M> struct csub_op : elementwise_fn {
 template <typename M> struct cmul_op : elementwise_fn {
   complex64 operator()(complex64 a, complex64 b) const { return cmul(a, b); }
 };
+template <typename M> struct cmul_fused_op : elementwise_fn {
+  complex64 operator()(complex64 a, complex64 b) const { return cmul_fused(a, b); }
+};
 template <typename M> struct cdiv_op : elementwise_fn {
   complex64 operator()(complex64 a, complex64 b) const { return cdiv(a, b); }
 };
@@ -37,7 +40,18 @@ template <typename M> struct cne_op : predicate_fn {
 };
 METALX_BINARY_KERNELS(add, cadd_op, complex64)
 METALX_BINARY_KERNELS(sub, csub_op, complex64)
-METALX_BINARY_KERNELS(mul, cmul_op, complex64)
+// mul: the dense variants round as CPU's vectorised loop, the strided ones as its
+// strided loop (complex.h): one instantiation per variant, as for the other ops.
+template [[host_name("mul_dense_complex64")]] kernel decltype(binary_dense<cmul_op, complex64>)
+    binary_dense<cmul_op, complex64>;
+template [[host_name("mul_dense_sv_complex64")]] kernel decltype(binary_dense_sv<cmul_op, complex64>)
+    binary_dense_sv<cmul_op, complex64>;
+template [[host_name("mul_dense_vs_complex64")]] kernel decltype(binary_dense_vs<cmul_op, complex64>)
+    binary_dense_vs<cmul_op, complex64>;
+template [[host_name("mul_strided_complex64")]] kernel decltype(binary_strided<cmul_fused_op, complex64, uint>)
+    binary_strided<cmul_fused_op, complex64, uint>;
+template [[host_name("mul_strided64_complex64")]] kernel decltype(binary_strided<cmul_fused_op, complex64, ulong>)
+    binary_strided<cmul_fused_op, complex64, ulong>;
 METALX_BINARY_KERNELS(div_true, cdiv_op, complex64)
 METALX_BINARY_KERNELS(eq, ceq_op, complex64)
 METALX_BINARY_KERNELS(ne, cne_op, complex64)
@@ -59,10 +73,8 @@ METALX_COMPLEX_UNARY(rsqrt, cdiv(complex64(1.0f, 0.0f), csqrt(z)))
 METALX_COMPLEX_UNARY(reciprocal, cdiv(complex64(1.0f, 0.0f), z))
 METALX_COMPLEX_UNARY(sin, csin(z))
 METALX_COMPLEX_UNARY(cos, ccos(z))
-METALX_COMPLEX_UNARY(tan, ctan(z))
 METALX_COMPLEX_UNARY(sinh, csinh(z))
 METALX_COMPLEX_UNARY(cosh, ccosh(z))
-METALX_COMPLEX_UNARY(tanh, ctanh(z))
 METALX_COMPLEX_UNARY(sigmoid, cdiv(complex64(1.0f, 0.0f), complex64(1.0f, 0.0f) + cexp(-z)))
 // sgn: z / |z|, and 0 for 0. Named "sign" because sgn's registration shares sign's
 // kernels for real dtypes (torch.sign itself refuses complex before any kernel runs).

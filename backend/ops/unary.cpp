@@ -83,13 +83,13 @@ constexpr launch::DTypeSet kComplex64{launch::DType::Complex64};
 
 #define METALX_FLOAT_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kFloatTypes)
 #define METALX_EACH_FLOAT_UNARY(X)                                                                   \
-  X(exp2) X(expm1) X(log2) X(log10) X(log1p) X(asin) X(acos) X(atan) X(asinh) X(acosh) X(atanh)   \
-  X(erf) X(erfc) X(erfinv) X(lgamma) X(digamma) X(frac)
+  X(exp2) X(expm1) X(log2) X(log10) X(log1p) X(tan) X(asin) X(acos) X(atan) X(tanh) X(asinh)      \
+  X(acosh) X(atanh) X(erf) X(erfc) X(erfinv) X(lgamma) X(digamma) X(frac)
 METALX_EACH_FLOAT_UNARY(METALX_FLOAT_UNARY)
 // The floating ops with a complex64 kernel too.
 #define METALX_FLOAT_COMPLEX_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kFloatTypes | kComplex64)
 #define METALX_EACH_FLOAT_COMPLEX_UNARY(X) \
-  X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tan) X(sinh) X(cosh) X(tanh) X(sigmoid)
+  X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(sinh) X(cosh) X(sigmoid)
 METALX_EACH_FLOAT_COMPLEX_UNARY(METALX_FLOAT_COMPLEX_UNARY)
 // reciprocal also has a float64 kernel (integer arithmetic: kernels/float64_bits.h).
 constexpr launch::DTypeSet kFloat64{launch::DType::Float64};
