@@ -1,6 +1,7 @@
 // where, clamp, lerp, addcmul and addcdiv (kernels/elementwise.h has the kernel
 // templates). Torch registrations: backend/ops/ternary.cpp.
 #include <metal_stdlib>
+#include "complex.h"
 #include "elementwise.h"
 using namespace metal;
 
@@ -10,6 +11,7 @@ template <typename M> struct where_op : elementwise_fn {
 };
 #define METALX_WHERE(NAME, OP, T) METALX_TERNARY_KERNELS_T0(NAME, OP, T, bool)
 METALX_FOR_ALL(METALX_WHERE, where, where_op)
+METALX_WHERE(where, where_op, complex64)
 
 // ---- clamp: NaN in the input stays NaN; a NaN bound makes NaN (CPU's rules) ----
 

@@ -28,9 +28,19 @@ bool isFloating(c10::ScalarType t) {
 
 // The op's scalars in both forms (the kernel reads the one of its compute type). Values
 // a float cannot hold become inf, as CPU's conversion of an op's float arguments does.
-OpScalars toOpScalars(c10::ArrayRef<at::Scalar> scalars) {
-  TORCH_INTERNAL_ASSERT(scalars.size() <= 4, "at most 4 scalars per elementwise op");
+// complex64 kernels read scalar n as (f[2n], f[2n+1]) = (real, imag).
+OpScalars toOpScalars(c10::ArrayRef<at::Scalar> scalars, c10::ScalarType kernel_dtype) {
   OpScalars k;
+  if (kernel_dtype == at::kComplexFloat) {
+    TORCH_INTERNAL_ASSERT(scalars.size() <= 2, "at most 2 scalars per complex elementwise op");
+    for (size_t n = 0; n < scalars.size(); ++n) {
+      const c10::complex<double> z = scalars[n].toComplexDouble();
+      k.f[2 * n] = static_cast<float>(z.real());
+      k.f[2 * n + 1] = static_cast<float>(z.imag());
+    }
+    return k;
+  }
+  TORCH_INTERNAL_ASSERT(scalars.size() <= 4, "at most 4 scalars per elementwise op");
   for (size_t n = 0; n < scalars.size(); ++n) {
     const at::Scalar& s = scalars[n];
     if (s.isFloatingPoint()) {
@@ -63,6 +73,7 @@ uint64_t scalarBits(at::TensorIteratorBase& iter, int arg, c10::ScalarType dtype
     case at::kChar: put(iter.scalar_value<int8_t>(arg)); break;
     case at::kByte: put(iter.scalar_value<uint8_t>(arg)); break;
     case at::kBool: put(iter.scalar_value<bool>(arg)); break;
+    case at::kComplexFloat: put(iter.scalar_value<c10::complex<float>>(arg)); break;
     default: TORCH_INTERNAL_ASSERT(false, "metalx: no elementwise kernel for ", dtype);
   }
   return bits;
@@ -213,7 +224,7 @@ void runWithOpmathScalarB(at::TensorIteratorBase& iter, KernelFamily& kernels, c
   Stream& stream = currentStream(device.index());
   const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, variant, *kernelDtypeFor(kernel_dtype, kernels));
   Operand operands[3] = {operandOf(unary, 0, kernel_dtype), operandOf(unary, 1, kernel_dtype), value};
-  dispatch(unary, stream, pipeline, variant, operands, 3, toOpScalars(options.scalars));
+  dispatch(unary, stream, pipeline, variant, operands, 3, toOpScalars(options.scalars, kernel_dtype));
   if (!tmp_out.is_same(out)) const_cast<at::Tensor&>(out).copy_(tmp_out);
 }
 
@@ -253,9 +264,10 @@ void runWithCasts(at::TensorIteratorBase& iter, KernelFamily& kernels, const Ele
 }  // namespace
 
 std::optional<DType> kernelDtype(c10::ScalarType t) {
-  // Compute kernels have no float64 (Metal has no double) and no complex types yet.
+  // Compute kernels have no float64 (Metal has no double), so no complex128 either;
+  // complex64 is two floats (kernels/complex.h).
   const std::optional<DType> d = storageDtype(t);
-  if (!d || *d == DType::Float64 || kernels::isComplex(*d)) return std::nullopt;
+  if (!d || *d == DType::Float64 || *d == DType::Complex128) return std::nullopt;
   return d;
 }
 
@@ -328,7 +340,7 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
     const bool typed = arg - iter.noutputs() >= options.first_typed_input;
     operands[arg] = operandOf(iter, arg, typed ? kernel_dtype : iter.dtype(arg));
   }
-  dispatch(iter, stream, pipeline, variant, operands, iter.ntensors(), toOpScalars(options.scalars));
+  dispatch(iter, stream, pipeline, variant, operands, iter.ntensors(), toOpScalars(options.scalars, kernel_dtype));
 }
 
 }  // namespace metalx::launch

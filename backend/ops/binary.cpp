@@ -46,6 +46,8 @@ using launch::kIntTypes;
 using launch::kNumberTypes;
 
 constexpr DTypeSet kIntAndBool = kIntTypes | DTypeSet{launch::DType::Bool};
+// complex64: add, sub, mul, true division, eq and ne (kernels/complex_math.metal).
+constexpr DTypeSet kComplex64{launch::DType::Complex64};
 
 // A structured binary op with meta at::meta::structured_<META>(self, other[, extra]):
 // functional FUNC, in-place INPLACE ("" for none), out OUT. FAMILY is its
@@ -71,8 +73,8 @@ constexpr DTypeSet kIntAndBool = kIntTypes | DTypeSet{launch::DType::Bool};
   ElementwiseOp ID##_def(#KERNEL, DTYPES, OUT_NAME, OUT_OVERLOAD, ##__VA_ARGS__);               \
   METALX_BINARY_VARIANTS(ID, META, ID##_def)
 
-METALX_BINARY_META(mul, mul_Tensor, mul, kAllTypes, "aten::mul", "out", launch::kOpmathScalarB)
-METALX_BINARY_META(div_true, div_Tensor, div_true, kFloatTypes, "aten::div", "out", launch::kOpmathScalarB)
+METALX_BINARY_META(mul, mul_Tensor, mul, kAllTypes | kComplex64, "aten::mul", "out", launch::kOpmathScalarB)
+METALX_BINARY_META(div_true, div_Tensor, div_true, kFloatTypes | kComplex64, "aten::div", "out", launch::kOpmathScalarB)
 METALX_BINARY_META(remainder, remainder_Tensor, remainder, kNumberTypes, "aten::remainder", "Tensor_out",
                    launch::kIntegerDivision)
 METALX_BINARY_META(fmod, fmod_Tensor, fmod, kNumberTypes, "aten::fmod", "Tensor_out", launch::kIntegerDivision)
@@ -92,9 +94,9 @@ METALX_BINARY_META(lshift, bitwise_left_shift_Tensor, lshift, kIntTypes, "aten::
 METALX_BINARY_META(rshift, bitwise_right_shift_Tensor, rshift, kIntTypes, "aten::bitwise_right_shift", "Tensor_out")
 
 // Comparisons: Tensor and Scalar forms, bool results.
-#define METALX_COMPARISON(ID)                                                                            \
-  ElementwiseOp ID##_tensor_def(#ID, kAllTypes, "aten::" #ID, "Tensor_out", launch::kPredicate);         \
-  ElementwiseOp ID##_scalar_def(#ID, kAllTypes, "aten::" #ID, "Scalar_out", launch::kPredicate);         \
+#define METALX_COMPARISON(ID, DTYPES)                                                                    \
+  ElementwiseOp ID##_tensor_def(#ID, DTYPES, "aten::" #ID, "Tensor_out", launch::kPredicate);            \
+  ElementwiseOp ID##_scalar_def(#ID, DTYPES, "aten::" #ID, "Scalar_out", launch::kPredicate);            \
   METALX_BINARY_VARIANTS(ID##_tensor, ID##_Tensor, ID##_tensor_def)                                      \
   at::Tensor ID##_scalar_functional(const at::Tensor& self, const at::Scalar& other) {                   \
     return launch::elementwiseFunctional<at::meta::structured_##ID##_Scalar>(ID##_scalar_def, {}, self,  \
@@ -109,12 +111,18 @@ METALX_BINARY_META(rshift, bitwise_right_shift_Tensor, rshift, kIntTypes, "aten:
     return out;                                                                                          \
   }
 #define METALX_EACH_COMPARISON(X) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
-METALX_EACH_COMPARISON(METALX_COMPARISON)
+// Only equality is defined on complex numbers.
+METALX_COMPARISON(eq, kAllTypes | kComplex64)
+METALX_COMPARISON(ne, kAllTypes | kComplex64)
+METALX_COMPARISON(lt, kAllTypes)
+METALX_COMPARISON(le, kAllTypes)
+METALX_COMPARISON(gt, kAllTypes)
+METALX_COMPARISON(ge, kAllTypes)
 
 // ---- add and sub: alpha ----
 
-ElementwiseOp add_def("add", kAllTypes, "aten::add", "out");
-ElementwiseOp sub_def("sub", kNumberTypes, "aten::sub", "out");
+ElementwiseOp add_def("add", kAllTypes | kComplex64, "aten::add", "out");
+ElementwiseOp sub_def("sub", kNumberTypes | kComplex64, "aten::sub", "out");
 
 #define METALX_ALPHA_OP(ID, META)                                                                         \
   at::Tensor ID##_functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {  \

@@ -2,7 +2,9 @@
 // indices), aminmax, any/all, count_nonzero, vector norms, var/std (and var_mean/
 // std_mean), through kernels/reduce.metal (backend/launch/reduce.h). torch's meta
 // functions give the output shapes and dtypes where the op is structured; float64,
-// complex and layouts past the kernels' limits run on the CPU fallback.
+// complex128 and layouts past the kernels' limits run on the CPU fallback. complex64
+// sum and mean reduce the tensor's (real, imag) float view, its vector norms the float
+// abs; its prod takes the fallback.
 // (logsumexp decomposes into amax, sub, exp, sum and log, all native.)
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
@@ -108,6 +110,24 @@ bool reduceInto(ReduceOp& op, const at::Tensor& self, const std::vector<int64_t>
   return true;
 }
 
+// sum or mean (`op`) of a complex64 tensor into complex64 `out`: the same reduction of
+// its float (real, imag) view, whose last dim is kept, into `out`'s view.
+bool complexReduceInto(ReduceOp& op, const at::Tensor& self, const std::vector<int64_t>& dims, const at::Tensor& out,
+                       std::array<float, 4> scalars, std::optional<c10::ScalarType> compute) {
+  if (self.scalar_type() != at::kComplexFloat || out.scalar_type() != at::kComplexFloat ||
+      compute.value_or(at::kComplexFloat) != at::kComplexFloat)
+    return false;
+  if (self.dim() == 0) {  // nothing to reduce; a mean of one element is itself too
+    const_cast<at::Tensor&>(out).copy_(self);
+    return true;
+  }
+  std::vector<int64_t> view_dims = dims;
+  if (view_dims.empty())
+    for (int64_t d = 0; d < self.dim(); ++d) view_dims.push_back(d);
+  return reduceInto(op, at::view_as_real(self.resolve_conj()), view_dims, at::view_as_real(out), nullptr, scalars,
+                    at::kFloat);
+}
+
 template <class... Args>
 void fallbackOut(const char* name, const char* overload, std::initializer_list<at::Tensor> outs, const Args&... args) {
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
@@ -126,7 +146,9 @@ void sumImpl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
   // A float dtype= accumulates the input as that dtype, as CPU does.
   std::optional<c10::ScalarType> compute;
   if (dtype && c10::isFloatingType(*dtype)) compute = dtype;
-  if (!reduceInto(sum_op, self, wrapDims(self, dim), out, nullptr, {0, 0, 0, 0}, compute))
+  const auto dims = wrapDims(self, dim);
+  if (!complexReduceInto(sum_op, self, dims, out, {0, 0, 0, 0}, dtype) &&
+      !reduceInto(sum_op, self, dims, out, nullptr, {0, 0, 0, 0}, compute))
     fallbackOut("aten::sum", "IntList_out", {out}, self, boxed(dim), keepdim, dtype);
 }
 at::Tensor sumDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -150,7 +172,9 @@ void meanImpl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
   const auto dims = wrapDims(self, dim);
   const c10::ScalarType compute = dtype.value_or(self.scalar_type());
   const int64_t r = launch::reducedSize(self, dims);
-  if (!reduceInto(mean_op, self, dims, out, nullptr, {0, static_cast<float>(r), 0, 0}, compute))
+  const std::array<float, 4> scalars = {0, static_cast<float>(r), 0, 0};
+  if (!complexReduceInto(mean_op, self, dims, out, scalars, compute) &&
+      !reduceInto(mean_op, self, dims, out, nullptr, scalars, compute))
     fallbackOut("aten::mean", "out", {out}, self, boxed(dim), keepdim, dtype);
 }
 at::Tensor meanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -380,6 +404,10 @@ void vectorNormImpl(const at::Tensor& self, const at::Scalar& ord, at::OptionalI
   const auto dims = wrapDims(self, dim);
   const bool empty_extremum = std::isinf(ord.toDouble()) && launch::reducedSize(self, dims) == 0;
   const c10::ScalarType compute = dtype.value_or(self.scalar_type());
+  // complex64: the norm of |z| (a float32 tensor, computed natively), as CPU does.
+  if (!empty_extremum && self.scalar_type() == at::kComplexFloat && compute == at::kComplexFloat &&
+      reduceInto(op, at::abs(self), dims, out, nullptr, scalars, at::kFloat))
+    return;
   if (empty_extremum || self.is_complex() || !reduceInto(op, self, dims, out, nullptr, scalars, compute))
     fallbackOut("aten::linalg_vector_norm", "out", {out}, self, ord, boxed(dim), keepdim, dtype);
 }

@@ -7,6 +7,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -120,6 +122,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // device copy into them, so it runs natively through this.
   m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  // complex <-> (real, imag) pairs: views, no data moves (real, imag and complex64's
+  // abs, angle, sum and mean go through them).
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage", TORCH_FN(set_storage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));

@@ -25,7 +25,7 @@ using Scalars = std::initializer_list<at::Scalar>;
 
 // ---- where ----
 
-ElementwiseOp where_def("where", kAllTypes, "aten::where", "self_out");
+ElementwiseOp where_def("where", kAllTypes | launch::DTypeSet{launch::DType::Complex64}, "aten::where", "self_out");
 
 at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   const c10::ScalarType result_type = at::result_type(self, other);

@@ -1,7 +1,8 @@
 // Unary math on metalx: kernels/unary.metal through the elementwise launcher
 // (backend/launch/elementwise.h), with torch's own meta functions deciding shapes,
 // dtypes and out= rules (backend/launch/structured.h). float64 (but reciprocal) and
-// complex inputs run on the CPU fallback.
+// complex128 inputs run on the CPU fallback; complex64 has kernels for the ops in
+// kernels/complex_math.metal, and abs/angle of complex64 run on its (real, imag) view.
 #include <ATen/ATen.h>
 #include <ATen/ops/exp_meta.h>
 #include <ATen/ops/exp2_meta.h>
@@ -43,6 +44,9 @@
 #include <ATen/ops/round_meta.h>
 #include <ATen/ops/sgn_meta.h>
 #include <ATen/ops/bitwise_not_meta.h>
+#include <ATen/ops/atan2.h>
+#include <ATen/ops/hypot.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -75,26 +79,34 @@ using launch::elementwiseOut;
     return out;                                                                                        \
   }
 
+constexpr launch::DTypeSet kComplex64{launch::DType::Complex64};
+
 #define METALX_FLOAT_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kFloatTypes)
 #define METALX_EACH_FLOAT_UNARY(X)                                                                   \
-  X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt) X(rsqrt) X(sin)                \
-  X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(tanh) X(asinh) X(acosh) X(atanh) X(erf) \
-  X(erfc) X(erfinv) X(sigmoid) X(lgamma) X(digamma) X(frac)
+  X(exp2) X(expm1) X(log2) X(log10) X(log1p) X(tan) X(asin) X(acos) X(atan) X(tanh) X(asinh)      \
+  X(acosh) X(atanh) X(erf) X(erfc) X(erfinv) X(lgamma) X(digamma) X(frac)
 METALX_EACH_FLOAT_UNARY(METALX_FLOAT_UNARY)
+// The floating ops with a complex64 kernel too.
+#define METALX_FLOAT_COMPLEX_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kFloatTypes | kComplex64)
+#define METALX_EACH_FLOAT_COMPLEX_UNARY(X) \
+  X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(sinh) X(cosh) X(sigmoid)
+METALX_EACH_FLOAT_COMPLEX_UNARY(METALX_FLOAT_COMPLEX_UNARY)
 // reciprocal also has a float64 kernel (integer arithmetic: kernels/float64_bits.h).
-METALX_STRUCTURED_UNARY(reciprocal, reciprocal, kFloatTypes | launch::DTypeSet{launch::DType::Float64})
+constexpr launch::DTypeSet kFloat64{launch::DType::Float64};
+METALX_STRUCTURED_UNARY(reciprocal, reciprocal, kFloatTypes | kFloat64 | kComplex64)
 
 // Ops defined on every number type (the identity for integer rounding).
 #define METALX_NUMBER_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kNumberTypes)
-#define METALX_EACH_NUMBER_UNARY(X) X(neg) X(sign) X(ceil) X(floor) X(trunc) X(round)
+#define METALX_EACH_NUMBER_UNARY(X) X(sign) X(ceil) X(floor) X(trunc) X(round)
 METALX_EACH_NUMBER_UNARY(METALX_NUMBER_UNARY)
+METALX_STRUCTURED_UNARY(neg, neg, kNumberTypes | kComplex64)
 METALX_STRUCTURED_UNARY(signbit, signbit, kNumberTypes, launch::kPredicate)
 // No in-place forms. Integer and bool inputs (all false) take the CPU path.
 METALX_STRUCTURED_UNARY(isposinf, isposinf, kFloatTypes, launch::kPredicate)
 METALX_STRUCTURED_UNARY(isneginf, isneginf, kFloatTypes, launch::kPredicate)
 
-// sgn is sign for real tensors (complex ones take the CPU path).
-METALX_STRUCTURED_UNARY(sgn, sign, kNumberTypes)
+// sgn is sign for real tensors; complex64's sgn (z / |z|) is the "sign" kernel of that dtype.
+METALX_STRUCTURED_UNARY(sgn, sign, kNumberTypes | kComplex64)
 METALX_STRUCTURED_UNARY(bitwise_not, bitwise_not, kIntTypes | launch::DTypeSet{launch::DType::Bool})
 
 // ---- round(decimals) ----
@@ -137,9 +149,23 @@ at::Tensor& roundDecimalsOut(const at::Tensor& self, int64_t decimals, at::Tenso
 
 ElementwiseOp abs_def("abs", launch::kNumberTypes, "aten::abs", "out");
 
-bool isRealNative(const at::Tensor& t) { return launch::kernelDtype(t.scalar_type()).has_value(); }
+bool isRealNative(const at::Tensor& t) {
+  return !t.is_complex() && launch::kernelDtype(t.scalar_type()).has_value();
+}
+
+// complex64 tensors whose abs and angle run natively: a float32 result, computed from
+// the (real, imag) view by the real hypot and atan2 kernels (CPU's complex abs is a
+// hypot too). Other result dtypes (CPU casts its result to them) take the fallback.
+bool isComplexNative(const at::Tensor& self, const at::Tensor& out) {
+  return self.scalar_type() == at::kComplexFloat && (!out.defined() || out.scalar_type() == at::kFloat);
+}
+at::Tensor realView(const at::Tensor& self) { return at::view_as_real(self.resolve_conj()); }
 
 at::Tensor& absOut(const at::Tensor& self, at::Tensor& out) {
+  if (isComplexNative(self, out)) {
+    const at::Tensor parts = realView(self);
+    return at::hypot_out(out, parts.select(-1, 0), parts.select(-1, 1));
+  }
   if (!isRealNative(self)) {
     launch::cpuFallbackOut(abs_def.outOperator(), {out}, self);
     return out;
@@ -157,6 +183,10 @@ c10::IValue fallbackOp(const char* name, const char* overload, const Args&... ar
   return stack.back();
 }
 at::Tensor absFunctional(const at::Tensor& self) {
+  if (isComplexNative(self, {})) {
+    const at::Tensor parts = realView(self);
+    return at::hypot(parts.select(-1, 0), parts.select(-1, 1));
+  }
   if (!isRealNative(self)) return fallbackOp("aten::abs", "", self).toTensor();
   at::Tensor out = at::empty({0}, self.options());
   return absOut(self, out);
@@ -168,6 +198,39 @@ at::Tensor& absInplace(at::Tensor& self) {
   }
   return absOut(self, self);
 }
+
+// angle: atan2(imag, real) for complex64; real inputs (0 or pi) take the CPU path.
+at::Tensor& angleOut(const at::Tensor& self, at::Tensor& out) {
+  if (!isComplexNative(self, out)) {
+    fallbackOp("aten::angle", "out", self, out);
+    return out;
+  }
+  const at::Tensor parts = realView(self);
+  return at::atan2_out(out, parts.select(-1, 1), parts.select(-1, 0));
+}
+at::Tensor angle(const at::Tensor& self) {
+  if (!isComplexNative(self, {})) return fallbackOp("aten::angle", "", self).toTensor();
+  const at::Tensor parts = realView(self);
+  return at::atan2(parts.select(-1, 1), parts.select(-1, 0));
+}
+
+// conj_physical: the conjugate written out (complex64's kernel); for real dtypes CPU's
+// kernel is a copy, which the fallback does. conj_physical_ is registered too: torch's
+// composite for it calls a DispatchStub metalx has no entry in.
+ElementwiseOp conj_physical_def("conj_physical", kComplex64, "aten::conj_physical", "out");
+
+at::Tensor& conjPhysicalOut(const at::Tensor& self, at::Tensor& out) {
+  auto iter = at::TensorIterator::unary_op(out, self);
+  launch::runNative(iter, conj_physical_def, {}, self);
+  return out;
+}
+at::Tensor& conjPhysicalInplace(at::Tensor& self) {
+  if (!self.is_complex()) return self;  // as CPU: nothing to do for real tensors
+  return conjPhysicalOut(self, self);
+}
+
+// isnan: x != x, as CPU defines it, on the native ne (real and complex64 kernels).
+at::Tensor isnan(const at::Tensor& self) { return self.ne(self); }
 
 ElementwiseOp logit_def("logit", launch::kFloatTypes, "aten::logit", "out");
 
@@ -239,6 +302,8 @@ at::Tensor& logicalNotInplace(at::Tensor& self) { return logicalNotOut(self, sel
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   METALX_EACH_FLOAT_UNARY(METALX_REGISTER_UNARY)
+  METALX_EACH_FLOAT_COMPLEX_UNARY(METALX_REGISTER_UNARY)
+  METALX_REGISTER_UNARY(neg)
   METALX_EACH_NUMBER_UNARY(METALX_REGISTER_UNARY)
   METALX_REGISTER_UNARY(signbit)
   METALX_REGISTER_UNARY(reciprocal)
@@ -254,6 +319,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("abs", TORCH_FN(absFunctional));
   m.impl("abs_", TORCH_FN(absInplace));
   m.impl("abs.out", TORCH_FN(absOut));
+  m.impl("isnan", TORCH_FN(isnan));
+  m.impl("angle", TORCH_FN(angle));
+  m.impl("angle.out", TORCH_FN(angleOut));
+  m.impl("conj_physical.out", TORCH_FN(conjPhysicalOut));
+  m.impl("conj_physical_", TORCH_FN(conjPhysicalInplace));
   m.impl("logit", TORCH_FN(logitFunctional));
   m.impl("logit_", TORCH_FN(logitInplace));
   m.impl("logit.out", TORCH_FN(logitOut));

@@ -1,0 +1,90 @@
+// complex64 for the kernels: a float2 holding (real, imag), the layout of torch's
+// c10::complex<float>. Arithmetic on float2 is componentwise, which is right for + and
+// - and wrong for * and /: complex ops use the helpers below. The formulas follow the
+// usual textbook ones; where a plain formula turns special values into NaN that CPU
+// PyTorch does not (exp of a real infinity), the helper says so.
+#pragma once
+#include <metal_stdlib>
+using namespace metal;
+
+typedef float2 complex64;
+
+// Both products of each part rounded, then added: CPU's vectorised complex multiply
+// over contiguous runs (AVX-512).
+inline complex64 cmul(complex64 a, complex64 b) {
+  return complex64(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+// One product of each part rounded, the other fused into the sum: CPU's loop over
+// strided operands (c10::complex's operator*, which its compiler contracts). Where the
+// two products nearly cancel (ad + bc of conjugate-like pairs) the two forms differ by
+// far more than a rounding, so each access pattern uses CPU's.
+inline complex64 cmul_fused(complex64 a, complex64 b) {
+  return complex64(fma(a.x, b.x, -(a.y * b.y)), fma(a.x, b.y, a.y * b.x));
+}
+
+// Division by scaling with the larger part of the divisor (Smith's method), as
+// c10::complex's operator/ does: no overflow of |b|^2 for large divisors, and a zero
+// divisor gives the infinities or NaN of dividing each part by zero.
+inline complex64 cdiv(complex64 a, complex64 b) {
+  const float abs_c = fabs(b.x), abs_d = fabs(b.y);
+  if (abs_c >= abs_d) {
+    if (abs_c == 0.0f && abs_d == 0.0f) return complex64(a.x / abs_c, a.y / abs_d);
+    const float rat = b.y / b.x;
+    const float scl = 1.0f / (b.x + b.y * rat);
+    return complex64((a.x + a.y * rat) * scl, (a.y - a.x * rat) * scl);
+  }
+  const float rat = b.x / b.y;
+  const float scl = 1.0f / (b.y + b.x * rat);
+  return complex64((a.x * rat + a.y) * scl, (a.y * rat - a.x) * scl);
+}
+
+// |z| without overflow or underflow of the squares; inf if either part is inf, even
+// with a NaN in the other (C99's hypot).
+inline float cabs(complex64 z) {
+  const float a = fabs(z.x), b = fabs(z.y);
+  if (isinf(a) || isinf(b)) return INFINITY;
+  if (isnan(a) || isnan(b)) return NAN;
+  const float m = max(a, b), n = min(a, b);
+  if (m == 0.0f) return 0.0f;
+  const float r = n / m;
+  return m * sqrt(1.0f + r * r);
+}
+
+// C99's special cases, as CPU's std::exp gives them: a real input stays real (no
+// inf * 0), and an infinite real part with a non-finite imaginary one gives (inf, nan)
+// for +inf and a signed zero for -inf.
+inline complex64 cexp(complex64 z) {
+  const float e = exp(z.x);
+  if (z.y == 0.0f) return complex64(e, z.y);
+  if (isinf(z.x) && !isfinite(z.y)) return z.x > 0.0f ? complex64(z.x, NAN) : complex64(0.0f, copysign(0.0f, z.y));
+  return complex64(e * cos(z.y), e * sin(z.y));
+}
+
+inline complex64 clog(complex64 z) { return complex64(log(cabs(z)), atan2(z.y, z.x)); }
+
+// The principal root, computed from the larger of |re| and |z| so that neither
+// cancels: t = sqrt((|re| + |z|) / 2), then the other part is im / (2t).
+inline complex64 csqrt(complex64 z) {
+  if (z.x == 0.0f && z.y == 0.0f) return complex64(0.0f, z.y);
+  if (isinf(z.y)) return complex64(INFINITY, z.y);
+  if (isnan(z.x)) return complex64(z.x, isinf(z.y) ? z.y : NAN);
+  if (isinf(z.x)) {
+    if (z.x > 0.0f) return complex64(z.x, isnan(z.y) ? z.y : copysign(0.0f, z.y));
+    return complex64(isnan(z.y) ? z.y : 0.0f, copysign(INFINITY, z.y));
+  }
+  // Halve before adding, so that |re| + |z| near FLT_MAX does not overflow.
+  const float t = sqrt(0.5f * fabs(z.x) + 0.5f * cabs(z));
+  if (z.x >= 0.0f) return complex64(t, z.y / (2.0f * t));
+  return complex64(fabs(z.y) / (2.0f * t), copysign(t, z.y));
+}
+
+inline complex64 csinh(complex64 z) { return complex64(sinh(z.x) * cos(z.y), cosh(z.x) * sin(z.y)); }
+inline complex64 ccosh(complex64 z) { return complex64(cosh(z.x) * cos(z.y), sinh(z.x) * sin(z.y)); }
+
+// sin and cos through their hyperbolic twins: sin z = -i sinh(iz), cos z = cosh(iz),
+// with iz = (-im, re). (tan and tanh stay on the CPU: its C99 special cases for
+// infinite and huge inputs are not matched here.)
+inline complex64 times_i(complex64 z) { return complex64(-z.y, z.x); }
+inline complex64 times_minus_i(complex64 z) { return complex64(z.y, -z.x); }
+inline complex64 csin(complex64 z) { return times_minus_i(csinh(times_i(z))); }
+inline complex64 ccos(complex64 z) { return ccosh(times_i(z)); }
