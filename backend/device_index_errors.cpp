@@ -10,8 +10,10 @@
 #include <mutex>
 #include <vector>
 
+#include "core/stream_pool.h"
 #include "device.h"
 #include "metalx/runtime/env.h"
+#include "shared_storage.h"
 
 namespace metalx {
 namespace {
@@ -20,9 +22,20 @@ constexpr int kMaxDevices = 64;
 constexpr int64_t kRecordWords = sizeof(IndexErrorRecord) / sizeof(int32_t);
 static_assert(sizeof(IndexErrorRecord) == 40, "IndexErrorRecord must match kernels/index_check.metal");
 
+// A stream's record. Never freed: kernels may still write them at exit.
+struct StreamRecord {
+  int64_t stream;
+  at::Tensor* tensor;
+};
 std::mutex records_mutex;
-// Never freed: kernels may still write them at exit.
-std::array<std::atomic<at::Tensor*>, kMaxDevices> records{};
+std::array<std::vector<StreamRecord>, kMaxDevices> records;  // guarded by records_mutex
+
+at::Tensor* findRecord(c10::DeviceIndex device, int64_t stream) {
+  std::lock_guard<std::mutex> lock(records_mutex);
+  for (const StreamRecord& r : records[device])
+    if (r.stream == stream) return r.tensor;
+  return nullptr;
+}
 
 std::mutex ops_mutex;
 std::vector<const char*>& opNames() {
@@ -71,14 +84,19 @@ bool isIndexError(IndexMessage kind) {
 
 const at::Tensor& indexErrorRecord(c10::DeviceIndex device) {
   TORCH_CHECK(device >= 0 && device < kMaxDevices, "metalx: device index ", device, " out of range");
-  if (at::Tensor* r = records[device].load(std::memory_order_acquire)) return *r;
+  const int64_t stream = currentStream(device).id();
+  if (at::Tensor* r = findRecord(device, stream)) return *r;
+  // Host memory seen by the device (shared_storage.h's wrapping, as for tensors shared
+  // between processes): the host fills it before any kernel can use it, so it needs no
+  // wait, and it is not device memory the caching allocator counts as allocated.
+  at::Tensor host = at::zeros({kRecordWords}, at::kInt);
+  host.data_ptr<int32_t>()[0] = -1;  // pending = ~0u: nothing pending
+  auto* r = new at::Tensor(at::empty({0}, at::TensorOptions(at::kInt).device(c10::DeviceType::PrivateUse1, device)));
+  r->set_(wrapSharedMemory(host.storage(), device), 0, {kRecordWords}, {1});
   std::lock_guard<std::mutex> lock(records_mutex);
-  if (at::Tensor* r = records[device].load(std::memory_order_relaxed)) return *r;
-  // Filled on the device, in stream order: the memory may have been used by work still
-  // running on this stream.
-  auto* r = new at::Tensor(at::zeros({kRecordWords}, at::TensorOptions(at::kInt).device(c10::DeviceType::PrivateUse1, device)));
-  r->narrow(0, 0, 1).fill_(-1);  // pending = ~0u: nothing pending
-  records[device].store(r, std::memory_order_release);
+  for (const StreamRecord& existing : records[device])
+    if (existing.stream == stream) return *existing.tensor;  // another thread made it meanwhile
+  records[device].push_back({stream, r});
   return *r;
 }
 
@@ -99,12 +117,21 @@ bool syncIndexChecks() {
 
 void raiseDeviceIndexError(c10::DeviceIndex device) {
   if (device < 0 || device >= kMaxDevices) return;
-  at::Tensor* r = records[device].load(std::memory_order_acquire);
-  if (!r) return;  // no check ever ran on this device
-  auto* record = static_cast<IndexErrorRecord*>(r->data_ptr());
-  // The op id is written last: non-zero means the record is complete.
-  const uint32_t op = __atomic_load_n(&record->op, __ATOMIC_ACQUIRE);
-  if (op == 0) return;
+  IndexErrorRecord* record = nullptr;
+  uint32_t op = 0;
+  {
+    std::lock_guard<std::mutex> lock(records_mutex);
+    for (const StreamRecord& r : records[device]) {
+      auto* candidate = static_cast<IndexErrorRecord*>(r.tensor->data_ptr());
+      // The op id is written last: non-zero means the record is complete.
+      op = __atomic_load_n(&candidate->op, __ATOMIC_ACQUIRE);
+      if (op != 0) {
+        record = candidate;
+        break;
+      }
+    }
+  }
+  if (!record) return;
   const auto kind = static_cast<IndexMessage>(record->message);
   const std::string cpu = indexErrorMessage(kind, record->value, record->size, record->dim);
   __atomic_store_n(&record->op, 0u, __ATOMIC_RELEASE);  // reported once; the process goes on

@@ -1,8 +1,10 @@
-// Device-side index checks, host side: each device has a small error record in shared
-// memory into which kernels write the first out-of-range index they meet (see
-// kernels/index_check.metal); the host reads it whenever it waits for the device anyway
-// and raises it there, as CUDA's device-side asserts surface at the next
-// synchronisation. Index checks therefore cost no host wait per op.
+// Device-side index checks, host side: each stream has a small error record in shared
+// memory into which its kernels write the first out-of-range index they meet (see
+// kernels/index_check.metal); the host reads the device's records whenever it waits for
+// the device anyway and raises the error there, as CUDA's device-side asserts surface
+// at the next synchronisation. Index checks therefore cost no host wait per op. A
+// record per stream, not per device: the check kernels' scratch (the pending
+// position) must not be shared by streams that run at the same time.
 //
 // What the error names: that it was a device-side check, the op, and CPU's own message
 // ("index 7 is out of bounds for dimension 0 with size 5"), with CPU's exception type
@@ -55,7 +57,8 @@ struct IndexErrorRecord {
   int64_t dim;
 };
 
-// The device's record (int32 words on the device), created on first use.
+// The record of the device's current stream (int32 words of host memory the device
+// sees), created on first use.
 const at::Tensor& indexErrorRecord(c10::DeviceIndex device);
 
 // A small id for `op` (a string literal) to put in the record; stable for the process.
@@ -64,8 +67,9 @@ uint32_t indexCheckOpId(const char* op);
 // True when METALX_SYNC_INDEX_CHECKS=1: checks raise at the op.
 bool syncIndexChecks();
 
-// Raises the device's recorded index error, if any, and clears it. Call only after
-// waiting for the device (what wrote the record has completed).
+// Raises an index error recorded by any stream of the device, if any, and clears it.
+// Call after a wait: what the waited work wrote has completed; other streams' records
+// are complete or empty (the op id is written last).
 void raiseDeviceIndexError(c10::DeviceIndex device);
 
 }  // namespace metalx

@@ -1,5 +1,5 @@
 // Device-side index checks: the index values of an op are validated on the device, and
-// the first violation is written into the device's error record (a few words of shared
+// the first violation is written into the stream's error record (a few words of shared
 // memory) that the host reads whenever it waits for the device anyway. Host side:
 // backend/ops/index_check.cpp (launch) and backend/device_index_errors.cpp (the record).
 //

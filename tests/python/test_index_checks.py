@@ -102,6 +102,34 @@ def test_first_error_wins_and_later_good_work_is_kept():
     torch.testing.assert_close(y.cpu(), X.index_select(1, long_t(4, 0)))
 
 
+def test_streams_keep_their_own_checks_and_memory_stats_ignore_them():
+    # Each stream has its own record: a bad index on one stream is reported with its own
+    # op and value while other streams run good checks at the same time, and no check
+    # reports an error that is not there. The records are not allocated device memory.
+    torch.metalx.synchronize()
+    allocated = torch.metalx.memory_allocated()
+    x = X.to(DEV)
+    good = long_t(3, 1, 0).to(DEV)
+    bad = long_t(2, 11).to(DEV)
+    streams = [torch.metalx.Stream() for _ in range(4)]
+    outs = []
+    for k, s in enumerate(streams):
+        s.wait_stream(torch.metalx.current_stream())
+        with torch.metalx.stream(s):
+            for _ in range(20):
+                outs.append(x.index_select(0, good))
+            if k == 2:
+                torch.gather(x, 1, bad.view(1, -1))
+    with pytest.raises(RuntimeError, match="in gather: index 11 is out of bounds for dimension 1 with size 5"):
+        torch.metalx.synchronize()
+    torch.metalx.synchronize()  # reported once
+    for y in outs:
+        torch.testing.assert_close(y.cpu(), X.index_select(0, long_t(3, 1, 0)))
+    del x, good, bad, outs, y
+    torch.metalx.synchronize()
+    assert torch.metalx.memory_allocated() == allocated
+
+
 def test_bad_elements_are_skipped_not_written():
     x = torch.zeros(3, 4).to(DEV)
     rows, cols, fill = long_t(1, 5, -1).to(DEV), long_t(0, 9, 3).view(1, 3).to(DEV), long_t(7).to(DEV)
