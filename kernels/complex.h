@@ -9,10 +9,18 @@ using namespace metal;
 
 typedef float2 complex64;
 
+// a * b rounded to float, as a value no compiler fuses into the sum it feeds: with
+// floating-point contraction on (GCC's default where the ISA has FMA, as in the
+// simulator's x86-64-v3/v4 kernel builds) `a*b - c*d` becomes fma(a, b, -c*d). Adding
+// +0 cannot be dropped (it turns -0 into +0), so the product goes through it (fused or
+// not, still one rounding) and the subtraction sees no product to fuse.
+inline float rounded_product(float a, float b) { return a * b + 0.0f; }
+
 // Both products of each part rounded, then added: CPU's vectorised complex multiply
 // over contiguous runs (AVX-512).
 inline complex64 cmul(complex64 a, complex64 b) {
-  return complex64(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+  return complex64(rounded_product(a.x, b.x) - rounded_product(a.y, b.y),
+                   rounded_product(a.x, b.y) + rounded_product(a.y, b.x));
 }
 // One product of each part rounded, the other fused into the sum: CPU's loop over
 // strided operands (c10::complex's operator*, which its compiler contracts). Where the
