@@ -123,11 +123,12 @@ Tensor binaryCrossEntropy(const Tensor& self, const Tensor& target, const std::o
   if (!nativeFloat({&self, &target}) || (weighted && !nativeFloat({&*weight})))
     return onCpuFallback("aten::binary_cross_entropy", self, target, weight, reduction);
   checkProbabilities(self);
-  const Tensor x = opmath(self), y = opmath(target);
-  // log() clamped at -100, as CPU does, so that 0 and 1 give finite losses.
-  const Tensor log_x = x.log().clamp_min(-100), log_1mx = (1 - x).log().clamp_min(-100);
-  Tensor loss = (y - 1) * log_1mx - y * log_x;
-  if (weighted) loss = loss * opmath(*weight);
+  // CPU's formula in CPU's order and in the input's dtype, each op rounded to it as
+  // CPU's scalar_t arithmetic rounds (a float16/bfloat16 loss computed in float is an
+  // ulp off); the logs clamped at -100 so that 0 and 1 give finite losses.
+  const Tensor log_x = self.log().clamp_min(-100), log_1mx = self.neg().log1p().clamp_min(-100);
+  Tensor loss = (target - 1) * log_1mx - target * log_x;
+  if (weighted) loss = loss * *weight;
   return reduce(loss, reduction, self.scalar_type());
 }
 
