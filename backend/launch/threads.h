@@ -22,14 +22,16 @@ namespace metalx::launch {
 constexpr uint64_t kGridStrideThreads = 256 * 1024;
 
 // The shape of one dispatch: exactly `count` threads in threadgroups of up to `group`
-// (the last one partial), or `count` whole threadgroups of `group` threads each (for
-// kernels that cooperate within a group: a row per group, threadgroup reductions).
+// (the last one partial), or count x rows whole threadgroups of `group` threads each
+// (for kernels that cooperate within a group: a row per group, threadgroup reductions,
+// attention's blocks of query rows per head).
 struct Grid {
   uint64_t count;
   uint64_t group;
   bool whole_groups;
+  uint64_t rows = 1;
   static Grid threads(uint64_t n, uint64_t group = 256) { return {n, group, false}; }
-  static Grid groups(uint64_t n, uint64_t group) { return {n, group, true}; }
+  static Grid groups(uint64_t n, uint64_t group, uint64_t rows = 1) { return {n, group, true, rows}; }
 };
 
 // Encodes `pipeline` on `stream`: the tensors bound at 0, 1, ... (buffer + offset), the
@@ -38,8 +40,8 @@ struct Grid {
 template <class Params>
 void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline,
                   std::initializer_list<const at::Tensor*> tensors, const Params& params, Grid grid) {
-  if (grid.count == 0) return;
-  constexpr size_t kMaxTensors = 8;
+  if (grid.count == 0 || grid.rows == 0) return;
+  constexpr size_t kMaxTensors = 12;
   TORCH_INTERNAL_ASSERT(tensors.size() <= kMaxTensors, "encodeKernel: at most ", kMaxTensors, " tensors");
   std::array<std::pair<rt::BufferPtr, size_t>, kMaxTensors> buffers;
   size_t n = 0;
@@ -49,7 +51,7 @@ void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline,
     for (size_t i = 0; i < n; ++i) e.setBuffer(buffers[i].first, buffers[i].second, uint32_t(i));
     e.setBytes(&params, sizeof params, uint32_t(n));
     if (grid.whole_groups)
-      e.dispatchThreadgroups({grid.count, 1, 1}, {grid.group, 1, 1});
+      e.dispatchThreadgroups({grid.count, grid.rows, 1}, {grid.group, 1, 1});
     else
       e.dispatchThreads({grid.count, 1, 1}, {std::min<uint64_t>(grid.count, grid.group), 1, 1});
   });

@@ -30,6 +30,7 @@
 #include "core/stream_pool.h"
 #include "generator.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 
 namespace metalx {
@@ -129,8 +130,9 @@ at::Tensor additiveMask(const std::optional<at::Tensor>& mask, const at::Tensor&
   return m.masked_fill(mask->logical_not(), -std::numeric_limits<double>::infinity());
 }
 
-std::pair<rt::BufferPtr, size_t> bufferOr(const at::Tensor& t, const at::Tensor& stand_in) {
-  return bufferFor(t.defined() && t.numel() > 0 ? t : stand_in);
+// `t`, or `stand_in` bound in its place when `t` is absent (the kernel does not read it).
+const at::Tensor* orStandIn(const at::Tensor& t, const at::Tensor& stand_in) {
+  return t.defined() && t.numel() > 0 ? &t : &stand_in;
 }
 
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
@@ -178,22 +180,11 @@ ForwardResult fusedForward(const at::Tensor& q, const at::Tensor& k, const at::T
 
   const auto dtype = launch::storageDtype(q.scalar_type());
   Stream& stream = currentStream(q.device().index());
-  const rt::ComputePipelinePtr& pipeline = forward_kernels.pipeline(stream, launch::Variant::Plain, *dtype);
-  auto qb = bufferFor(q), kb = bufferFor(k), vb = bufferFor(v), ob = bufferFor(out), lb = bufferFor(lse);
-  auto mb = bufferOr(mask, out), db = bufferOr(p.debug ? debug : at::Tensor(), lse);
   const uint64_t gx = (p.L + kForwardRows - 1) / kForwardRows, gy = p.B * p.Hq;
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(qb.first, qb.second, 0);
-    e.setBuffer(kb.first, kb.second, 1);
-    e.setBuffer(vb.first, vb.second, 2);
-    e.setBuffer(mb.first, mb.second, 3);
-    e.setBuffer(ob.first, ob.second, 4);
-    e.setBuffer(lb.first, lb.second, 5);
-    e.setBuffer(db.first, db.second, 6);
-    e.setBytes(&p, sizeof p, 7);
-    e.dispatchThreadgroups({gx, gy, 1}, {kThreads, 1, 1});
-  });
+  const at::Tensor no_debug;
+  launch::encodeKernel(stream, forward_kernels.pipeline(stream, launch::Variant::Plain, *dtype),
+                       {&q, &k, &v, orStandIn(mask, out), &out, &lse, orStandIn(p.debug ? debug : no_debug, lse)}, p,
+                       launch::Grid::groups(gx, kThreads, gy));
   const at::Tensor empty = at::empty({0}, q.options().dtype(at::kLong));
   return {out, lse, empty, empty, c10::SymInt(p.L), c10::SymInt(p.S), seed, offset,
           return_debug_mask ? debug.to(q.scalar_type()) : at::empty({0}, q.options())};
@@ -239,20 +230,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedBackward(
 
   const auto dtype = launch::storageDtype(q.scalar_type());
   Stream& stream = currentStream(q.device().index());
-  auto qb = bufferFor(q), kb = bufferFor(k), vb = bufferFor(v), gb = bufferFor(grad_out);
-  auto lb = bufferFor(lse), deltab = bufferFor(delta), mb = bufferOr(mask, grad_q);
   // Both backward kernels bind the same inputs (0-6), their two outputs (7, 8) and p (9).
   const auto run = [&](launch::KernelFamily& kernels, const at::Tensor& out0, const at::Tensor& out1,
-                          uint64_t gx, uint64_t gy) {
-    const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, launch::Variant::Plain, *dtype);
-    const std::pair<rt::BufferPtr, size_t> bound[] = {qb, kb, vb, mb, gb, lb, deltab, bufferOr(out0, grad_q),
-                                                      bufferOr(out1, grad_q)};
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      for (int i = 0; i < 9; ++i) e.setBuffer(bound[i].first, bound[i].second, i);
-      e.setBytes(&p, sizeof p, 9);
-      e.dispatchThreadgroups({gx, gy, 1}, {kThreads, 1, 1});
-    });
+                       uint64_t gx, uint64_t gy) {
+    launch::encodeKernel(stream, kernels.pipeline(stream, launch::Variant::Plain, *dtype),
+                         {&q, &k, &v, orStandIn(mask, grad_q), &grad_out, &lse, &delta, orStandIn(out0, grad_q),
+                          orStandIn(out1, grad_q)},
+                         p, launch::Grid::groups(gx, kThreads, gy));
   };
   if (want_kv) run(backward_kv_kernels, grad_k, grad_v, (p.S + kKeys - 1) / kKeys, p.B * p.Hk);
   if (want_q || want_bias)
