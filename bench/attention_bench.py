@@ -13,14 +13,13 @@ after (both sides slow down on a shared machine; compare quiet runs).
 """
 
 import argparse
-import json
 import os
-import platform
 
 import torch
 import torch.nn.functional as F
 
 from matmul_bench import timed  # best of several runs, the same measure as the matmul bench
+from report import write_results
 
 B, H, S, D = 8, 4, 256, 32
 
@@ -76,10 +75,7 @@ def main():
         print(f"{name:36} {r['metalx_ms']:10.2f} {r['cpu_ms']:9.2f} {r['ratio']:6.2f}"
               f"{'' if fused else '  (not fused)'}{'' if native else '  (fell back)'}", flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(machine=platform.platform(), torch=torch.__version__, threads=2,
-                           load_average_before=load_before, load_average_after=os.getloadavg(), rows=rows), f,
-                      indent=1)
+        write_results(args.out, load_before, rows)
 
 
 if __name__ == "__main__":

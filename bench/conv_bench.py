@@ -13,13 +13,13 @@ under load flatter metalx; compare runs made when the machine was quiet.
 """
 
 import argparse
-import json
 import os
-import platform
 import time
 
 import torch
 import torch.nn.functional as F
+
+from report import write_results
 
 SHAPES = [
     # name, cin, cout, hw, k, stride, groups
@@ -85,10 +85,7 @@ def main():
             print(f"{name:28} {pas:4} {r['metalx_ms']:10.1f} {r['cpu_ms']:9.1f} {r['metalx_gflops']:8.2f} "
                   f"{r['cpu_gflops']:8.2f} {r['ratio']:6.2f}", flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(machine=platform.platform(), torch=torch.__version__, threads=2, n=N,
-                           load_average_before=load_before, load_average_after=os.getloadavg(), rows=rows), f,
-                      indent=1)
+        write_results(args.out, load_before, rows, n=N)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ sides slow down; compare runs made when it was quiet.
 """
 
 import argparse
-import json
 import os
-import platform
 import time
 
 import torch
 import torch.nn.functional as F
+
+from report import write_results
 
 B, S, D, H = 8, 256, 128, 4  # the Transformer layer: batch, sequence, width, heads
 
@@ -97,10 +97,7 @@ def main():
         print(f"{name:44} {r['metalx_ms']:10.2f} {r['cpu_ms']:9.2f} {r['metalx_gflops']:8.2f} "
               f"{r['cpu_gflops']:8.2f} {r['ratio']:6.2f}{'' if native else '  (fell back)'}", flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(machine=platform.platform(), torch=torch.__version__, threads=2,
-                           load_average_before=load_before, load_average_after=os.getloadavg(), rows=rows), f,
-                      indent=1)
+        write_results(args.out, load_before, rows)
 
 
 if __name__ == "__main__":
