@@ -1,4 +1,4 @@
-// Fused optimizer steps (_fused_adam_, _fused_adamw_, _fused_sgd_): each tensor's whole
+// Fused optimizer steps (_fused_adam_, _fused_adamw_, _fused_sgd_, _fused_adagrad_): each tensor's whole
 // update in one pass over its elements, many tensors per dispatch (kernels/multi_tensor.h).
 // The math is CPU's fused kernels', in float. Host side: backend/ops/fused_optim.cpp.
 #include <metal_stdlib>
@@ -119,3 +119,44 @@ kernel void fused_sgd(METALX_MT_SLOT_PARAMS) {
 template [[host_name("fused_sgd_float")]] kernel decltype(fused_sgd<float>) fused_sgd<float>;
 template [[host_name("fused_sgd_half")]] kernel decltype(fused_sgd<half>) fused_sgd<half>;
 template [[host_name("fused_sgd_bfloat")]] kernel decltype(fused_sgd<bfloat>) fused_sgd<bfloat>;
+
+// ---- Adagrad ----
+// Operands: param, grad, state_sum, step (one float, already advanced by torch.optim).
+// f: lr, lr_decay, weight_decay, eps. CPU's vectorised kernel rounds clr, weight_decay
+// and eps to the parameter's dtype before using them in float; so does this one.
+template <typename T>
+kernel void fused_adagrad(METALX_MT_SLOT_PARAMS) {
+  METALX_MT_PROLOGUE
+  if (begin >= end || opt_skip(args, slots)) return;
+  const uint flags = args.flags;
+  const float lr = opt_lr(args, slots, args.f[0]);
+  const float step = *mt_ptr<float>(slots, e.loc[3]);
+  const float clr = float(T(lr / (1.0f + (step - 1.0f) * args.f[1])));
+  const float weight_decay = float(T(args.f[2])), eps = float(T(args.f[3]));
+  const bool decay = args.f[2] != 0.0f;
+  const bool scale = flags & METALX_OPT_GRAD_SCALE;
+  const float grad_scale = scale ? *mt_ptr<float>(slots, args.extra[1]) : 1.0f;
+  const bool maximize = flags & METALX_OPT_MAXIMIZE;
+
+  device T *param = mt_ptr<T>(slots, e.loc[0]);
+  device T *grad = mt_ptr<T>(slots, e.loc[1]);
+  device T *state_sum = mt_ptr<T>(slots, e.loc[2]);
+  for (ulong i = begin; i < end; ++i) {
+    float g = float(grad[i]);
+    if (scale) {
+      g = g / grad_scale;
+      grad[i] = T(g);
+    }
+    if (maximize) g = -g;
+    const float p = float(param[i]);
+    if (decay) g = g + p * weight_decay;
+    const float sum = float(state_sum[i]) + g * g;
+    state_sum[i] = T(sum);
+    const float std_dev = sqrt(sum) + eps;
+    param[i] = T(p - clr * g / std_dev);
+  }
+}
+
+template [[host_name("fused_adagrad_float")]] kernel decltype(fused_adagrad<float>) fused_adagrad<float>;
+template [[host_name("fused_adagrad_half")]] kernel decltype(fused_adagrad<half>) fused_adagrad<half>;
+template [[host_name("fused_adagrad_bfloat")]] kernel decltype(fused_adagrad<bfloat>) fused_adagrad<bfloat>;

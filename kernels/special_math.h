@@ -97,6 +97,11 @@ inline float metalx_lgamma_positive(float x) {
   return 0.91893853320467274f + (z + 0.5f) * log(t) - t + log(sum);
 }
 
+// The reflection formulas' sin(pi x) and tan(pi x) have period 1 (up to sign), so they
+// take x - rint(x) in [-0.5, 0.5], which is exact in float: multiplying x itself by pi
+// loses the fraction's low bits for large |x| (at x = -22.0000x, lgamma was 0.09 off).
+inline float metalx_frac_nearest(float x) { return x - rint(x); }
+
 // log|Gamma(x)|; below 0.5 through the reflection formula (MSL has no recursion);
 // poles (0, -1, -2, ...) give +inf as in C.
 inline float metalx_lgamma(float x) {
@@ -104,7 +109,7 @@ inline float metalx_lgamma(float x) {
   if (isinf(x)) return INFINITY;
   if (x <= 0.0f && floor(x) == x) return INFINITY;
   if (x >= 0.5f) return metalx_lgamma_positive(x);
-  const float s = sin(METALX_PI_F * x);
+  const float s = sin(METALX_PI_F * metalx_frac_nearest(x));
   return log(METALX_PI_F / fabs(s)) - metalx_lgamma_positive(1.0f - x);
 }
 
@@ -129,5 +134,5 @@ inline float metalx_digamma(float x) {
   if (x == 0.0f) return signbit(x) ? INFINITY : -INFINITY;
   if (x > 0.0f) return metalx_digamma_positive(x);
   if (floor(x) == x) return NAN;
-  return metalx_digamma_positive(1.0f - x) - METALX_PI_F / tan(METALX_PI_F * x);
+  return metalx_digamma_positive(1.0f - x) - METALX_PI_F / tan(METALX_PI_F * metalx_frac_nearest(x));
 }

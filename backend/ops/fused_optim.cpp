@@ -1,6 +1,6 @@
-// The fused optimizer steps on metalx: _fused_adam_, _fused_adamw_ and _fused_sgd_ (lr
-// as a float or a tensor), which torch.optim's Adam, AdamW and SGD call with
-// fused=True. Float32, float16 and bfloat16 parameters with float32 steps and scalars on
+// The fused optimizer steps on metalx: _fused_adam_, _fused_adamw_, _fused_sgd_ and
+// _fused_adagrad_ (lr as a float or a tensor), which torch.optim's Adam, AdamW, SGD and
+// Adagrad call with fused=True. Float32, float16 and bfloat16 parameters with float32 steps and scalars on
 // the device run kernels/fused_optim.metal, many tensors per dispatch; anything else
 // (float64, tensors on several devices, a step on the CPU) runs CPU's fused kernel
 // through the CPU fallback, counted in its report.
@@ -29,6 +29,7 @@ constexpr uint32_t kSgdNesterov = 16, kSgdFirstStep = 32, kSgdMomentum = 64;
 
 KernelFamily adam_kernels("fused_adam", kFloatTypes);
 KernelFamily sgd_kernels("fused_sgd", kFloatTypes);
+KernelFamily adagrad_kernels("fused_adagrad", kFloatTypes);
 
 // One float32 value on `device`: what the kernels read steps, lr, grad_scale and
 // found_inf as.
@@ -184,6 +185,53 @@ void fusedSgdTensorLr(TensorList self, TensorList grads, TensorList momentum_buf
                          nesterov, maximize, is_first_step, grad_scale, found_inf);
 }
 
+// ---- Adagrad ----
+
+bool runAdagrad(TensorList params, TensorList grads, TensorList state_sums, TensorList steps, double lr,
+                const std::optional<Tensor>& lr_tensor, double lr_decay, double weight_decay, double eps,
+                bool maximize, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  const size_t n = params.size();
+  TORCH_CHECK(grads.size() == n && state_sums.size() == n && steps.size() == n,
+              "fused Adagrad: params, grads, state_sums and state_steps must have the same length");
+  if (n == 0) return true;
+  std::vector<TensorList> lists = {params, grads, state_sums};
+  if (!denseFloatLists(lists)) return false;
+  const c10::Device device = params[0].device();
+  for (const Tensor& s : steps)
+    if (!isDeviceFloat(s, device)) return false;
+  const std::optional<Tensor> device_lr = takeLr(lr_tensor, lr);
+  MultiTensorCall call;
+  if (!addDeviceScalars(call, device, device_lr, grad_scale, found_inf)) return false;
+  call.lists = lists;
+  call.lists.push_back(steps);
+  const double f[] = {lr, lr_decay, weight_decay, eps};
+  for (int k = 0; k < 4; ++k) call.args.f[k] = static_cast<float>(f[k]);
+  call.args.flags |= maximize ? kMaximize : 0;
+  launch::runMultiTensor(adagrad_kernels, params[0].scalar_type(), call);
+  return true;
+}
+
+void fusedAdagrad(TensorList self, TensorList grads, TensorList state_sums, TensorList state_steps, double lr,
+                  double lr_decay, double weight_decay, double eps, bool maximize,
+                  const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  if (runAdagrad(self, grads, state_sums, state_steps, lr, std::nullopt, lr_decay, weight_decay, eps, maximize,
+                 grad_scale, found_inf))
+    return;
+  static const c10::OperatorHandle handle = op("aten::_fused_adagrad_", "");
+  launch::cpuFallbackOut(handle, {}, self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps,
+                         maximize, grad_scale, found_inf);
+}
+void fusedAdagradTensorLr(TensorList self, TensorList grads, TensorList state_sums, TensorList state_steps,
+                          const Tensor& lr, double lr_decay, double weight_decay, double eps, bool maximize,
+                          const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  if (runAdagrad(self, grads, state_sums, state_steps, 0.0, lr, lr_decay, weight_decay, eps, maximize, grad_scale,
+                 found_inf))
+    return;
+  static const c10::OperatorHandle handle = op("aten::_fused_adagrad_", "tensor_lr");
+  launch::cpuFallbackOut(handle, {}, self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps,
+                         maximize, grad_scale, found_inf);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_adam_", TORCH_FN(fusedAdam));
   m.impl("_fused_adam_.tensor_lr", TORCH_FN(fusedAdam_tensor_lr));
@@ -191,6 +239,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_adamw_.tensor_lr", TORCH_FN(fusedAdamW_tensor_lr));
   m.impl("_fused_sgd_", TORCH_FN(fusedSgd));
   m.impl("_fused_sgd_.tensor_lr", TORCH_FN(fusedSgdTensorLr));
+  m.impl("_fused_adagrad_", TORCH_FN(fusedAdagrad));
+  m.impl("_fused_adagrad_.tensor_lr", TORCH_FN(fusedAdagradTensorLr));
 }
 
 }  // namespace

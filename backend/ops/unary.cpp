@@ -295,6 +295,16 @@ at::Tensor logicalNot(const at::Tensor& self) {
 }
 at::Tensor& logicalNotInplace(at::Tensor& self) { return logicalNotOut(self, self); }
 
+// mvlgamma.out: torch's mvlgamma (lgamma over a dyadic arange, summed, all native) into
+// `out`, as CPU's out variant does; without this the out= form would run CPU's kernel.
+at::Tensor& mvlgammaOut(const at::Tensor& self, int64_t p, at::Tensor& out) {
+  at::Tensor result = at::mvlgamma(self, p);
+  TORCH_CHECK(at::can_cast(result.scalar_type(), out.scalar_type()), "mvlgamma: result type ",
+              result.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
 #define METALX_REGISTER_UNARY(NAME)                  \
   m.impl(#NAME, TORCH_FN(NAME##_functional));        \
   m.impl(#NAME "_", TORCH_FN(NAME##_inplace));       \
@@ -333,6 +343,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logical_not", TORCH_FN(logicalNot));
   m.impl("logical_not_", TORCH_FN(logicalNotInplace));
   m.impl("logical_not.out", TORCH_FN(logicalNotOut));
+  m.impl("mvlgamma.out", TORCH_FN(mvlgammaOut));
 }
 
 }  // namespace

@@ -313,6 +313,8 @@ OPTIMIZERS = [
     (torch.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
     (torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, maximize=True)),
     (torch.optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.2)),
+    (torch.optim.Adagrad, dict(lr=0.1)),
+    (torch.optim.Adagrad, dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, maximize=True, eps=1e-6)),
 ]
 
 
@@ -357,7 +359,7 @@ def test_optimizer_steps_match_cpu(torch, case, mode):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD])
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD, torch.optim.Adagrad])
 def test_fused_half_precision_matches_cpu_fused(torch, cls, dtype):
     # metalx computes in float and rounds what it stores, as CPU's fused Adam does; the
     # two differ by an ulp now and then, which later steps carry on. CPU's fused SGD in
@@ -393,13 +395,16 @@ def fused_call(device, op, found_inf, lr_device):
         torch._fused_adam_(lists[0], lists[1], lists[2], lists[3], [], steps, lr=lr, beta1=0.9, beta2=0.99,
                            weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False, grad_scale=scale,
                            found_inf=inf)
+    elif op == "adagrad":
+        torch._fused_adagrad_(lists[0], lists[1], lists[3], steps, lr=lr, lr_decay=0.01, weight_decay=0.01,
+                              eps=1e-10, maximize=False, grad_scale=scale, found_inf=inf)
     else:
         torch._fused_sgd_(lists[0], lists[1], lists[2], weight_decay=0.01, momentum=0.9, lr=lr, dampening=0.0,
                           nesterov=False, maximize=False, is_first_step=False, grad_scale=scale, found_inf=inf)
     return [t.cpu() for ts in lists for t in ts]
 
 
-@pytest.mark.parametrize("op", ["adam", "sgd"])
+@pytest.mark.parametrize("op", ["adam", "sgd", "adagrad"])
 @pytest.mark.parametrize("found_inf", [0.0, 1.0])
 @pytest.mark.parametrize("lr_device", [True, False])
 def test_fused_grad_scale_found_inf_and_tensor_lr(torch, op, found_inf, lr_device):
