@@ -1,11 +1,12 @@
 """Fused scaled dot-product attention (backend/ops/attention.cpp, kernels/attention.metal)
 against CPU torch's SDPA: forward and gradients over float32, float16 and bfloat16, key
-and query lengths that are not multiples of the kernels' blocks, head dims up to 64,
-causal, float and boolean masks with broadcasting (and the float mask's gradient),
-non-contiguous q/k/v, grouped-query attention, dropout (determinism, statistics, and
-gradients against a reference built from the kernel's own mask), head dims the kernels
-do not cover (torch's math path), and nn.MultiheadAttention / nn.TransformerEncoderLayer
-training steps. Every fused case asserts the fused kernels ran and nothing fell back."""
+and query lengths that are not multiples of the kernels' blocks, head dims up to 128
+(both tile classes), causal, float and boolean masks with broadcasting (and the float
+mask's gradient), non-contiguous q/k/v, grouped-query attention, dropout (determinism,
+statistics, and gradients against a reference built from the kernel's own mask), head
+dims the kernels do not cover (torch's math path), and nn.MultiheadAttention /
+nn.TransformerEncoderLayer training steps. Every fused case asserts the fused kernels
+ran and nothing fell back."""
 
 import pytest
 import torch
@@ -59,7 +60,8 @@ def assert_matches(inputs, dtype, fused=True, **kw):
     torch.testing.assert_close(out.cpu(), ref_out, **tol)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got.cpu(), want, **tol)
-    suffix = KERNEL_SUFFIX.get(dtype)
+    # Head dims above 64 run the wide tile class (smaller blocks, same kernels' code).
+    suffix = ("wide_" if max(inputs[0].shape[-1], inputs[2].shape[-1]) > 64 else "") + KERNEL_SUFFIX.get(dtype, "")
     ran = {n for n in names if n.startswith("attention_")}
     if fused:
         assert {f"attention_forward_{suffix}", f"attention_backward_kv_{suffix}",
@@ -133,7 +135,31 @@ def test_grouped_query_attention(dtype, causal):
     assert_matches(qkv(2, 6, 2, 27, 40, 32, 32, dtype), dtype, enable_gqa=True, is_causal=causal)
 
 
-@pytest.mark.parametrize("d", [80, 128])
+WIDE_SHAPES = [
+    # b, hq, hk, l, s, d, dv: head dims of real models (80, 96, 128), lengths that are not
+    # multiples of the wide class's blocks (16 and 8), query and value dims that differ
+    (2, 2, 2, 37, 45, 80, 80),
+    (1, 3, 3, 29, 33, 96, 96),
+    (1, 2, 2, 40, 24, 128, 128),
+    (1, 1, 1, 5, 70, 72, 128),
+    (1, 2, 2, 17, 9, 128, 40),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", WIDE_SHAPES)
+def test_wide_head_dims_match_cpu(shape, dtype):
+    assert_matches(qkv(*shape, dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_wide_head_dims_causal_gqa_and_mask(dtype):
+    assert_matches(qkv(1, 4, 2, 35, 35, 128, 128, dtype), dtype, is_causal=True, enable_gqa=True)
+    q, k, v = qkv(2, 2, 2, 21, 30, 96, 96, dtype)
+    assert_matches((q, k, v, sample((2, 1, 21, 30), seed=5).to(dtype)), dtype)
+
+
+@pytest.mark.parametrize("d", [136, 256])
 def test_uncovered_head_dims_take_the_math_path(d):
     assert_matches(qkv(1, 2, 2, 19, 23, d, d, torch.float32), torch.float32, fused=False)
 
@@ -183,9 +209,10 @@ def test_dropout_statistics(p):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_dropout_forward_and_backward_match_a_reference_with_the_same_mask(dtype, causal):
+@pytest.mark.parametrize("d", [32, 96])  # both tile classes
+def test_dropout_forward_and_backward_match_a_reference_with_the_same_mask(dtype, causal, d):
     p = 0.3
-    q, k, v = qkv(2, 2, 2, 37, 45, 32, 32, dtype)
+    q, k, v = qkv(2, 2, 2, 37, 45, d, d, dtype)
     bias = None if causal else sample((37, 45), seed=9).to(dtype)
     leaves = [t.to(DEV).requires_grad_() for t in (q, k, v)]
     bias_dev = bias.to(DEV).requires_grad_() if bias is not None else None
