@@ -155,7 +155,85 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
   return s;
 }
 
+#if defined(METALSIM_VECTOR_BYTES)
+// The simulator's exp for loops along a row that its lane 0 runs for the whole SIMD
+// group (below): straight-line float arithmetic GCC vectorises, where a call to the
+// library's expf keeps the loop scalar. exp(x) = 2^n exp(r), n = round(x / ln 2),
+// r = x - n ln 2 in two parts (|r| <= ln 2 / 2), exp(r) by its Taylor polynomial to
+// r^8 / 8!: within 2 ulp of expf (Metal's exp is specified to 4 ulp). Results below
+// 2^-126 flush to 0; NaN stays NaN and +inf is +inf.
+inline float sim_exp(float x) {
+  // Comparisons and adds only (fmin/fmax/rint are library calls in scalar loops):
+  // adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
+  float xc = x < -87.5f ? -87.5f : x;
+  xc = xc > 88.5f ? 88.5f : xc;
+  const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+  const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
+  float e = 2.48015873e-5f;  // 1/8!
+  e = e * r + 1.98412698e-4f;
+  e = e * r + 1.38888889e-3f;
+  e = e * r + 8.33333333e-3f;
+  e = e * r + 4.16666667e-2f;
+  e = e * r + 1.66666667e-1f;
+  e = e * r + 0.5f;
+  e = e * r + 1.0f;
+  e = e * r + 1.0f;
+  const int ni = int(n);
+  // 2^n in two factors so that n = 128 (x up to 88.72) does not overflow the exponent.
+  const float half_scale = as_type<float>((ni / 2 + 127) << 23);
+  const float rest = as_type<float>((ni - ni / 2 + 127) << 23);
+  float y = e * half_scale * rest;
+  y = x < -87.33654f ? 0.0f : y;
+  y = x > 88.7228394f ? INFINITY : y;
+  return x != x ? x : y;
+}
+#endif
+
 // ---- forward ----
+
+#if defined(METALSIM_VECTOR_BYTES)
+// The simulator's online-softmax update of a whole BQ x BK block of scores in which
+// nothing is masked or dropped, run by lane 0 for the SIMD group: the per-row update of
+// attention_forward (scale, block max, correction, exp and sum in the order of the keys)
+// with the rows side by side, so that GCC vectorises it across rows. `ps` holds S
+// [BQ][BK] and gets P; the rows' running max and sum live in `row_max`/`row_sum`; the
+// correction factors go on the diagonals of `dg`.
+template <int BQ, int BK>
+METAL_FUNC void softmax_block_lane0(threadgroup float* ps, threadgroup float* dg, threadgroup float* row_max,
+                                    threadgroup float* row_sum, float scale) {
+  float st[BK][BQ], bm[BQ], nm[BQ], corr[BQ], bs[BQ], om[BQ];
+  for (int r = 0; r < BQ; ++r)
+    for (int j = 0; j < BK; ++j) st[j][r] = ps[r * BK + j];
+  for (int r = 0; r < BQ; ++r) {
+    bm[r] = -INFINITY;
+    bs[r] = 0.0f;
+    om[r] = row_max[r];
+  }
+  for (int j = 0; j < BK; ++j)
+    for (int r = 0; r < BQ; ++r) {
+      const float s = st[j][r] * scale;
+      st[j][r] = s;
+      bm[r] = s > bm[r] ? s : bm[r];
+    }
+  for (int r = 0; r < BQ; ++r) {
+    nm[r] = om[r] > bm[r] ? om[r] : bm[r];
+    corr[r] = nm[r] == -INFINITY ? 1.0f : sim_exp(om[r] - nm[r]);
+  }
+  for (int j = 0; j < BK; ++j)
+    for (int r = 0; r < BQ; ++r) {
+      const float e = nm[r] == -INFINITY ? 0.0f : sim_exp(st[j][r] - nm[r]);
+      st[j][r] = e;
+      bs[r] += e;
+    }
+  for (int r = 0; r < BQ; ++r) {
+    row_sum[r] = row_sum[r] * corr[r] + bs[r];
+    row_max[r] = nm[r];
+    dg[(r / 8) * 64 + (r % 8) * 9] = corr[r];
+  }
+  for (int r = 0; r < BQ; ++r)
+    for (int j = 0; j < BK; ++j) ps[r * BK + j] = st[j][r];
+}
+#endif
 
 template <typename T, int DMAX>
 kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
@@ -170,6 +248,9 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   threadgroup float Vs[BK * DMAX];  // [BK][ldv]
   threadgroup float Ps[BQ * BK];    // S, then P
   threadgroup float Dg[BQ * 8];     // per 8 rows an 8x8 diagonal of correction factors
+#if defined(METALSIM_VECTOR_BYTES)
+  threadgroup float RowMax[BQ], RowSum[BQ];  // the rows' running max and sum (softmax_block_lane0)
+#endif
 
   const long bh = long(group.y), b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   const long q0 = long(group.x) * BQ;
@@ -192,6 +273,12 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   const bool has_row = int(tid) < BQ;
   const long i = q0 + long(tid);
   float row_max = -INFINITY, row_sum = 0.0f;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (has_row) {
+    RowMax[tid] = -INFINITY;
+    RowSum[tid] = 0.0f;
+  }
+#endif
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   // Causal: keys past the block's last row are masked for all its rows.
   long kend = p.S;
@@ -208,7 +295,22 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // This thread's row: online softmax update.
+#if defined(METALSIM_VECTOR_BYTES)
+    // The simulator: a block with nothing masked or dropped (uniform over the SIMD
+    // group) is updated by lane 0 for all rows at once, vectorised across rows, instead
+    // of by 32 per-lane loops run one after another; other blocks take the per-row code
+    // with the rows' state in RowMax/RowSum.
+    const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && q0 + BQ <= p.L && k0 + BK <= p.S &&
+                             (p.causal == 0 || k0 + BK - 1 <= q0);
+    if (block_plain && tid == 0) softmax_block_lane0<BQ, BK>(Ps, Dg, RowMax, RowSum, p.scale);
+    if (!block_plain && has_row) {
+      row_max = RowMax[tid];
+      row_sum = RowSum[tid];
+    }
+    if (!block_plain && has_row) {
+#else
     if (has_row) {
+#endif
       threadgroup float* row = Ps + tid * BK;
       float block_max = -INFINITY;
       // A block with nothing masked in this row takes a branch-free loop (the simulator
@@ -262,6 +364,10 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
       row_sum = row_sum * correction + block_sum;
       row_max = new_max;
       Dg[(tid / 8) * 64 + (tid % 8) * 9] = correction;
+#if defined(METALSIM_VECTOR_BYTES)
+      RowMax[tid] = row_max;
+      RowSum[tid] = row_sum;
+#endif
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -282,6 +388,12 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   for (int pp = 0; pp < NP; ++pp)
     if (p.Dv > 32 * pp) store_panel(O[pp], Qs + 32 * pp, DMAX);
   threadgroup_barrier(mem_flags::mem_threadgroup);
+#if defined(METALSIM_VECTOR_BYTES)
+  if (has_row) {
+    row_max = RowMax[tid];
+    row_sum = RowSum[tid];
+  }
+#endif
   if (has_row && i < p.L) {
     const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
     device T* o = out + b * p.o_bs + h * p.o_hs + i * p.o_ls;
@@ -304,6 +416,38 @@ METAL_FUNC void probabilities_column(constant AttentionParams& p, const device T
   const long bh = b * p.Hq + h, j = k0 + long(tid);
   const bool has_column = int(tid) < BK;
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
+#if defined(METALSIM_VECTOR_BYTES)
+  // The simulator runs the 32 lanes one after another, so per-lane loops and barriers
+  // are most of its time. A block with nothing masked or dropped (uniform over the SIMD
+  // group) is computed by lane 0 alone, along each row (vectorised, sim_exp), the same
+  // per-element arithmetic as the column loop below, into a private block that it then
+  // writes transposed: one barrier instead of two, and no per-lane loops.
+  const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && k0 + BK <= p.S && q0 + BQB <= p.L &&
+                           (p.causal == 0 || k0 + BK - 1 <= q0);
+  if (block_plain) {
+    if (tid == 0) {
+      const float scale = p.scale;
+      float pblock[BQB][BK], dsblock[BQB][BK];
+      for (int r = 0; r < BQB; ++r) {
+        const float lse = lse_rows[r], delta = delta_rows[r];
+        const threadgroup float* srow = sbuf + r * BK;
+        const threadgroup float* dprow = dpbuf + r * BK;
+        for (int c = 0; c < BK; ++c) {
+          const float prob = sim_exp(srow[c] * scale - lse);
+          pblock[r][c] = prob;
+          dsblock[r][c] = prob * (dprow[c] - delta);
+        }
+      }
+      for (int c = 0; c < BK; ++c)
+        for (int r = 0; r < BQB; ++r) {
+          sbuf[c * BQB + r] = pblock[r][c];
+          dpbuf[c * BQB + r] = dsblock[r][c];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return;
+  }
+#endif
   float pt[BQB], dst[BQB];
   // Nothing masked or dropped in this column for these rows: a branch-free loop (every
   // row then has an unmasked key, so its logsumexp is finite).

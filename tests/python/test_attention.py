@@ -51,12 +51,12 @@ def run_sdpa(inputs, device, grad_seed=7, **kw):
     return cast(out.detach()), [cast(gr) for gr in grads]
 
 
-def assert_matches(inputs, dtype, fused=True, **kw):
+def assert_matches(inputs, dtype, fused=True, tol=None, **kw):
     ref_out, ref_grads = run_sdpa(inputs, "cpu", **kw)
     holder = {}
     names = kernels_run(lambda: holder.update(res=run_sdpa(inputs, DEV, **kw)))
     out, grads = holder["res"]
-    tol = TOL[dtype]
+    tol = tol or TOL[dtype]
     torch.testing.assert_close(out.cpu(), ref_out, **tol)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got.cpu(), want, **tol)
@@ -157,6 +157,16 @@ def test_wide_head_dims_causal_gqa_and_mask(dtype):
     assert_matches(qkv(1, 4, 2, 35, 35, 128, 128, dtype), dtype, is_causal=True, enable_gqa=True)
     q, k, v = qkv(2, 2, 2, 21, 30, 96, 96, dtype)
     assert_matches((q, k, v, sample((2, 1, 21, 30), seed=5).to(dtype)), dtype)
+
+
+@pytest.mark.parametrize("d", [32, 96])  # both tile classes
+def test_saturated_scores(d):
+    # Scores of up to a few hundred: most probabilities underflow to 0 and rows are
+    # nearly one-hot, through the exp the simulator's blocks without masking use
+    # (sim_exp). Large scores amplify float32 rounding: CPU's own float32 gradients are
+    # up to 8e-4 off a float64 reference here (metalx's 5e-4), hence the tolerance.
+    q, k, v = qkv(2, 2, 2, 40, 64, d, d, torch.float32)
+    assert_matches((q * 30, k, v), torch.float32, tol=dict(rtol=1e-3, atol=1e-4))
 
 
 @pytest.mark.parametrize("d", [136, 256])
