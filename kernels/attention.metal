@@ -30,6 +30,11 @@
 // group0 + (b * Hq + h) * L * S4 / 4 + i * S4 / 4 + j / 4 (S4: S rounded up to 4), so the
 // backward (and the debug mask) regenerate exactly the forward's mask.
 //
+// The simulator (METALSIM_VECTOR_BYTES) runs a SIMD group's lanes one after another, so
+// there lane 0 softmaxes a block with nothing masked or dropped for all of them,
+// vectorised (softmax_block_lane0, and the start of probabilities_column); the GPU
+// code is the per-row / per-column loop.
+//
 // All products accumulate in float32; half and bfloat convert when staged.
 #include <metal_stdlib>
 #include <metal_simdgroup_matrix>
@@ -54,9 +59,11 @@ struct AttentionParams {
 #define AT_THREADS 32  // one SIMD group per threadgroup
 
 // Block sizes of a tile class (DMAX: the largest head dim it takes, 64 or 128), mirrored
-// by backend/ops/attention.cpp. The threadgroup memory of each kernel (floats):
-//   forward      BQ*DMAX + DMAX*BK + BK*DMAX + BQ*BK + BQ*8   (64: 21.5 KB, 128: 25.5 KB)
-//   backward_kv  2*DMAX*BK + 2*BQB*DMAX + 2*BQB*BK + 2*BQB    (64: 24.1 KB, 128: 25.1 KB)
+// by backend/ops/attention.cpp. The threadgroup memory of each kernel (floats; the
+// limit is 32 KiB):
+//   forward      BQ*DMAX + DMAX*BK + BK*DMAX + BQ*BK + BQ*8   (64: 29.0 KiB, 128: 25.5 KiB;
+//                the simulator adds 2*BQ for the rows' state)
+//   backward_kv  2*DMAX*BK + 2*BQB*DMAX + 2*BQB*BK + 2*BQB    (64: 28.1 KiB, 128: 25.1 KiB)
 //   backward_q   the same                                     (the same)
 struct at_blocks {
   int bq, bk, bqb;  // forward query rows, keys per block (every kernel), backward query rows
