@@ -5,25 +5,35 @@
 // Hq is a multiple of Hk (grouped-query attention: query head h reads key/value head
 // h / (Hq / Hk)). The additive mask (any broadcast of [B, Hq, L, S], stride 0 where
 // broadcast) is in the inputs' type; torch turns boolean masks into -inf/0 before the
-// call. D and Dv are at most 64 (padded with zeros to a multiple of 8 in the staged tiles).
+// call. D and Dv are at most 128 (padded with zeros to a multiple of 8 in the staged tiles).
 //
-// attention_forward_<T>: one SIMD group per block of 32 query rows of one (batch, head),
-// one pass over K/V in blocks of 32 keys with online softmax: S = Q K^T and O += P V run
+// Two tile classes, each a set of three kernels: head dims up to 64 (`attention_*_<T>`,
+// blocks of 32 query rows and 32 keys forward, 16 rows x 32 keys backward) and up to
+// 128 (`attention_*_wide_<T>`, 16 x 16 forward, 8 x 16 backward), so that the staged
+// tiles fit the 32 KB of threadgroup memory (at_blocks below).
+//
+// attention_forward_<T>: one SIMD group per block of BQ query rows of one (batch, head),
+// one pass over K/V in blocks of BK keys with online softmax: S = Q K^T and O += P V run
 // on SIMD-group matrices, each thread keeps one query row's running max and sum and
 // turns its row of S into probabilities; the accumulator is rescaled through a
 // multiply by the diagonal of the rows' correction factors. Writes O and the rows'
 // logsumexp (natural log, float32), which the backward recomputes P from.
 //
-// attention_backward_kv_<T>: one SIMD group per block of 32 keys of one (batch, key
-// head): over the query heads of its group and the query rows in blocks of 16, recompute
+// attention_backward_kv_<T>: one SIMD group per block of BK keys of one (batch, key
+// head): over the query heads of its group and the query rows in blocks of BQB, recompute
 // S and dP = dO V^T, form P and dS = P * (dP - rowsum(dO * O)) per key column, and
 // accumulate dV += P^T dO and dK += dS^T Q.
-// attention_backward_q_<T>: one SIMD group per block of 16 query rows: the same
+// attention_backward_q_<T>: one SIMD group per block of BQB query rows: the same
 // recomputation, dQ^T += K^T dS^T, and the mask's gradient (dS itself) when asked.
 //
 // Dropout: element (b, h, i, j)'s keep decision is Philox word (j % 4) of counter group
 // group0 + (b * Hq + h) * L * S4 / 4 + i * S4 / 4 + j / 4 (S4: S rounded up to 4), so the
 // backward (and the debug mask) regenerate exactly the forward's mask.
+//
+// The simulator (METALSIM_VECTOR_BYTES) runs a SIMD group's lanes one after another, so
+// there lane 0 softmaxes a block with nothing masked or dropped for all of them,
+// vectorised (softmax_block_lane0, and the start of probabilities_column); the GPU
+// code is the per-row / per-column loop.
 //
 // All products accumulate in float32; half and bfloat convert when staged.
 #include <metal_stdlib>
@@ -47,10 +57,18 @@ struct AttentionParams {
 };
 
 #define AT_THREADS 32  // one SIMD group per threadgroup
-#define AT_BQ 32       // forward: query rows per threadgroup
-#define AT_BK 32       // keys per block (all kernels)
-#define AT_BQB 16      // backward: query rows per block
-#define AT_DMAX 64
+
+// Block sizes of a tile class (DMAX: the largest head dim it takes, 64 or 128), mirrored
+// by backend/ops/attention.cpp. The threadgroup memory of each kernel (floats; the
+// limit is 32 KiB):
+//   forward      BQ*DMAX + DMAX*BK + BK*DMAX + BQ*BK + BQ*8   (64: 29.0 KiB, 128: 25.5 KiB;
+//                the simulator adds 2*BQ for the rows' state)
+//   backward_kv  2*DMAX*BK + 2*BQB*DMAX + 2*BQB*BK + 2*BQB    (64: 28.1 KiB, 128: 25.1 KiB)
+//   backward_q   the same                                     (the same)
+struct at_blocks {
+  int bq, bk, bqb;  // forward query rows, keys per block (every kernel), backward query rows
+};
+constexpr at_blocks at_blocks_for(int dmax) { return dmax <= 64 ? at_blocks{32, 32, 16} : at_blocks{16, 16, 8}; }
 
 // ---- SIMD-group matrix helpers ----
 
@@ -118,10 +136,10 @@ METAL_FUNC void stage(threadgroup float* dst, int rstep, int cstep, const device
 #endif
 }
 
-// Padded widths: multiples of 8 for the products' k, and 32 or 64 where a width is
-// the columns of a 4-fragment-wide panel (halves of at most 64).
+// Padded widths: multiples of 8 for the products' k, and of 32 where a width is the
+// columns of 4-fragment-wide panels (32 columns each).
 inline int pad8(long n) { return int((n + 7) / 8 * 8); }
-inline int pad32(long n) { return n <= 32 ? 32 : 64; }
+inline int pad32(long n) { return int((n + 31) / 32 * 32); }
 
 // ---- dropout ----
 
@@ -144,167 +162,315 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
   return s;
 }
 
+#if defined(METALSIM_VECTOR_BYTES)
+// The simulator's exp for loops along a row that its lane 0 runs for the whole SIMD
+// group (below): straight-line float arithmetic GCC vectorises, where a call to the
+// library's expf keeps the loop scalar. exp(x) = 2^n exp(r), n = round(x / ln 2),
+// r = x - n ln 2 in two parts (|r| <= ln 2 / 2), exp(r) by its Taylor polynomial to
+// r^8 / 8!: within 2 ulp of expf (Metal's exp is specified to 4 ulp). Results below
+// 2^-126 flush to 0; NaN stays NaN and +inf is +inf.
+inline float sim_exp(float x) {
+  // Comparisons and adds only (fmin/fmax/rint are library calls in scalar loops):
+  // adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
+  float xc = x < -87.5f ? -87.5f : x;
+  xc = xc > 88.5f ? 88.5f : xc;
+  const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+  const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
+  float e = 2.48015873e-5f;  // 1/8!
+  e = e * r + 1.98412698e-4f;
+  e = e * r + 1.38888889e-3f;
+  e = e * r + 8.33333333e-3f;
+  e = e * r + 4.16666667e-2f;
+  e = e * r + 1.66666667e-1f;
+  e = e * r + 0.5f;
+  e = e * r + 1.0f;
+  e = e * r + 1.0f;
+  const int ni = int(n);
+  // 2^n in two factors so that n = 128 (x up to 88.72) does not overflow the exponent.
+  const float half_scale = as_type<float>((ni / 2 + 127) << 23);
+  const float rest = as_type<float>((ni - ni / 2 + 127) << 23);
+  float y = e * half_scale * rest;
+  y = x < -87.33654f ? 0.0f : y;
+  y = x > 88.7228394f ? INFINITY : y;
+  return x != x ? x : y;
+}
+#endif
+
 // ---- forward ----
 
-template <typename T>
+#if defined(METALSIM_VECTOR_BYTES)
+// The simulator's online-softmax update of a whole BQ x BK block of scores in which
+// nothing is masked or dropped, run by lane 0 for the SIMD group: the per-row update of
+// attention_forward (scale, block max, correction, exp and sum in the order of the keys)
+// with the rows side by side, so that GCC vectorises it across rows. `ps` holds S
+// [BQ][BK] and gets P; the rows' running max and sum live in `row_max`/`row_sum`; the
+// correction factors go on the diagonals of `dg`.
+template <int BQ, int BK>
+METAL_FUNC void softmax_block_lane0(threadgroup float* ps, threadgroup float* dg, threadgroup float* row_max,
+                                    threadgroup float* row_sum, float scale) {
+  float st[BK][BQ], bm[BQ], nm[BQ], corr[BQ], bs[BQ], om[BQ];
+  for (int r = 0; r < BQ; ++r)
+    for (int j = 0; j < BK; ++j) st[j][r] = ps[r * BK + j];
+  for (int r = 0; r < BQ; ++r) {
+    bm[r] = -INFINITY;
+    bs[r] = 0.0f;
+    om[r] = row_max[r];
+  }
+  for (int j = 0; j < BK; ++j)
+    for (int r = 0; r < BQ; ++r) {
+      const float s = st[j][r] * scale;
+      st[j][r] = s;
+      bm[r] = s > bm[r] ? s : bm[r];
+    }
+  for (int r = 0; r < BQ; ++r) {
+    nm[r] = om[r] > bm[r] ? om[r] : bm[r];
+    corr[r] = nm[r] == -INFINITY ? 1.0f : sim_exp(om[r] - nm[r]);
+  }
+  for (int j = 0; j < BK; ++j)
+    for (int r = 0; r < BQ; ++r) {
+      const float e = nm[r] == -INFINITY ? 0.0f : sim_exp(st[j][r] - nm[r]);
+      st[j][r] = e;
+      bs[r] += e;
+    }
+  for (int r = 0; r < BQ; ++r) {
+    row_sum[r] = row_sum[r] * corr[r] + bs[r];
+    row_max[r] = nm[r];
+    dg[(r / 8) * 64 + (r % 8) * 9] = corr[r];
+  }
+  for (int r = 0; r < BQ; ++r)
+    for (int j = 0; j < BK; ++j) ps[r * BK + j] = st[j][r];
+}
+#endif
+
+template <typename T, int DMAX>
 kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
                               const device T* v [[buffer(2)]], const device T* mask [[buffer(3)]],
                               device T* out [[buffer(4)]], device float* lse [[buffer(5)]],
                               device float* debug [[buffer(6)]], constant AttentionParams& p [[buffer(7)]],
                               uint3 group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]]) {
-  threadgroup float Qs[AT_BQ * AT_DMAX];  // [BQ][dq]
-  threadgroup float KT[AT_DMAX * AT_BK];  // [dq][BK]
-  threadgroup float Vs[AT_BK * AT_DMAX];  // [BK][ldv]
-  threadgroup float Ps[AT_BQ * AT_BK];    // S, then P
-  threadgroup float Dg[AT_BQ * 8];        // per 8 rows an 8x8 diagonal of correction factors
+  constexpr int BQ = at_blocks_for(DMAX).bq, BK = at_blocks_for(DMAX).bk;
+  constexpr int NP = DMAX / 32;  // 32-column panels of the output
+  threadgroup float Qs[BQ * DMAX];  // [BQ][dq]; at the end O [BQ][DMAX]
+  threadgroup float KT[DMAX * BK];  // [dq][BK]
+  threadgroup float Vs[BK * DMAX];  // [BK][ldv]
+  threadgroup float Ps[BQ * BK];    // S, then P
+  threadgroup float Dg[BQ * 8];     // per 8 rows an 8x8 diagonal of correction factors
+#if defined(METALSIM_VECTOR_BYTES)
+  threadgroup float RowMax[BQ], RowSum[BQ];  // the rows' running max and sum (softmax_block_lane0)
+#endif
 
   const long bh = long(group.y), b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
-  const long q0 = long(group.x) * AT_BQ;
+  const long q0 = long(group.x) * BQ;
   const int dq = pad8(p.D), ldv = pad32(p.Dv);
-  const bool wide = p.Dv > 32;
   const device T* qb = q + b * p.q_bs + h * p.q_hs;
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
 
-  stage(Qs, dq, 1, qb, p.q_ls, p.q_ds, q0, p.L, p.D, AT_BQ, dq, tid);
-  for (int i = int(tid); i < AT_BQ * 8; i += AT_THREADS) Dg[i] = 0.0f;
+  stage(Qs, dq, 1, qb, p.q_ls, p.q_ds, q0, p.L, p.D, BQ, dq, tid);
+  for (int i = int(tid); i < BQ * 8; i += AT_THREADS) Dg[i] = 0.0f;
 
   simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-  simdgroup_float8x8 O0[4][4], O1[4][4], Sf[4][4];  // O columns 0-31 and 32-63
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) {
-      AT_ZERO(O0[i][j]);
-      if (wide) AT_ZERO(O1[i][j]);
-    }
+  simdgroup_float8x8 O[NP][BQ / 8][4], Sf[BQ / 8][BK / 8];  // O: 32 columns per panel
+  for (int pp = 0; pp < NP; ++pp)
+    for (int a = 0; a < BQ / 8; ++a)
+      for (int c = 0; c < 4; ++c)
+        if (p.Dv > 32 * pp) AT_ZERO(O[pp][a][c]);
 
-  const long i = q0 + long(tid);  // this thread's query row
+  // Thread tid < BQ keeps query row i's running max and sum; the others have no row.
+  const bool has_row = int(tid) < BQ;
+  const long i = q0 + long(tid);
   float row_max = -INFINITY, row_sum = 0.0f;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (has_row) {
+    RowMax[tid] = -INFINITY;
+    RowSum[tid] = 0.0f;
+  }
+#endif
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   // Causal: keys past the block's last row are masked for all its rows.
   long kend = p.S;
-  if (p.causal != 0 && p.debug == 0) kend = min(p.S, q0 + AT_BQ);
+  if (p.causal != 0 && p.debug == 0) kend = min(p.S, q0 + BQ);
 
-  for (long k0 = 0; k0 < kend; k0 += AT_BK) {
-    stage(KT, 1, AT_BK, kb, p.k_ls, p.k_ds, k0, p.S, p.D, AT_BK, dq, tid);
-    stage(Vs, ldv, 1, vb, p.v_ls, p.v_ds, k0, p.S, p.Dv, AT_BK, ldv, tid);
-    for (int a = 0; a < 4; ++a)
-      for (int c = 0; c < 4; ++c) AT_ZERO(Sf[a][c]);
+  for (long k0 = 0; k0 < kend; k0 += BK) {
+    stage(KT, 1, BK, kb, p.k_ls, p.k_ds, k0, p.S, p.D, BK, dq, tid);
+    stage(Vs, ldv, 1, vb, p.v_ls, p.v_ds, k0, p.S, p.Dv, BK, ldv, tid);
+    for (int a = 0; a < BQ / 8; ++a)
+      for (int c = 0; c < BK / 8; ++c) AT_ZERO(Sf[a][c]);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    mma_panel(Sf, Qs, dq, KT, AT_BK, dq);
-    store_panel(Sf, Ps, AT_BK);
+    mma_panel(Sf, Qs, dq, KT, BK, dq);
+    store_panel(Sf, Ps, BK);
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // This thread's row: online softmax update.
-    threadgroup float* row = Ps + tid * AT_BK;
-    float block_max = -INFINITY;
-    // A block with nothing masked in this row takes a branch-free loop (the simulator
-    // runs these per-lane loops one lane after another: they are most of its time).
-    const bool unmasked = p.has_mask == 0 && i < p.L && k0 + AT_BK <= p.S && (p.causal == 0 || k0 + AT_BK - 1 <= i);
-    if (unmasked) {
-      for (int j = 0; j < AT_BK; ++j) {
-        const float s = row[j] * p.scale;
-        row[j] = s;
-        block_max = s > block_max ? s : block_max;
-      }
-    } else {
-      for (int j = 0; j < AT_BK; ++j) {
-        const float s = masked_score(p, mask, row[j], b, h, i, k0 + j);
-        row[j] = s;
-        block_max = s > block_max ? s : block_max;
-      }
+#if defined(METALSIM_VECTOR_BYTES)
+    // The simulator: a block with nothing masked or dropped (uniform over the SIMD
+    // group) is updated by lane 0 for all rows at once, vectorised across rows, instead
+    // of by 32 per-lane loops run one after another; other blocks take the per-row code
+    // with the rows' state in RowMax/RowSum.
+    const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && q0 + BQ <= p.L && k0 + BK <= p.S &&
+                             (p.causal == 0 || k0 + BK - 1 <= q0);
+    if (block_plain && tid == 0) softmax_block_lane0<BQ, BK>(Ps, Dg, RowMax, RowSum, p.scale);
+    if (!block_plain && has_row) {
+      row_max = RowMax[tid];
+      row_sum = RowSum[tid];
     }
-    const float new_max = row_max > block_max ? row_max : block_max;
-    const float correction = new_max == -INFINITY ? 1.0f : exp(row_max - new_max);
-    float block_sum = 0.0f;
-    if (p.dropout == 0.0f) {
-      // exp(-inf - max) is 0 for masked scores; a row masked so far has all zeros.
-      if (new_max == -INFINITY) {
-        for (int j = 0; j < AT_BK; ++j) row[j] = 0.0f;
+    if (!block_plain && has_row) {
+#else
+    if (has_row) {
+#endif
+      threadgroup float* row = Ps + tid * BK;
+      float block_max = -INFINITY;
+      // A block with nothing masked in this row takes a branch-free loop (the simulator
+      // runs these per-lane loops one lane after another).
+      const bool unmasked = p.has_mask == 0 && i < p.L && k0 + BK <= p.S && (p.causal == 0 || k0 + BK - 1 <= i);
+      if (unmasked) {
+        for (int j = 0; j < BK; ++j) {
+          const float s = row[j] * p.scale;
+          row[j] = s;
+          block_max = s > block_max ? s : block_max;
+        }
       } else {
-        for (int j = 0; j < AT_BK; ++j) {
-          const float e = exp(row[j] - new_max);
-          row[j] = e;
-          block_sum += e;
+        for (int j = 0; j < BK; ++j) {
+          const float s = masked_score(p, mask, row[j], b, h, i, k0 + j);
+          row[j] = s;
+          block_max = s > block_max ? s : block_max;
         }
       }
-    }
-    for (int j0 = 0; p.dropout != 0.0f && j0 < AT_BK; j0 += 4) {
-      uint4 w = uint4(0);
-      const bool drop = p.dropout > 0.0f && i < p.L;
-      if (drop) w = dropout_words(p, bh, i, k0 + j0);
-      for (int j = j0; j < j0 + 4; ++j) {
-        const float s = row[j];
-        const float e = s == -INFINITY ? 0.0f : exp(s - new_max);
-        block_sum += e;
-        if (drop) {
-          const bool keep = dropout_keep(w, k0 + j, p.dropout);
-          row[j] = keep ? e * keep_scale : 0.0f;
-          if (p.debug != 0 && k0 + j < p.S) debug[(bh * p.L + i) * p.S + k0 + j] = keep ? 1.0f : 0.0f;
+      const float new_max = row_max > block_max ? row_max : block_max;
+      const float correction = new_max == -INFINITY ? 1.0f : exp(row_max - new_max);
+      float block_sum = 0.0f;
+      if (p.dropout == 0.0f) {
+        // exp(-inf - max) is 0 for masked scores; a row masked so far has all zeros.
+        if (new_max == -INFINITY) {
+          for (int j = 0; j < BK; ++j) row[j] = 0.0f;
         } else {
-          row[j] = e;
+          for (int j = 0; j < BK; ++j) {
+            const float e = exp(row[j] - new_max);
+            row[j] = e;
+            block_sum += e;
+          }
         }
       }
+      for (int j0 = 0; p.dropout != 0.0f && j0 < BK; j0 += 4) {
+        uint4 w = uint4(0);
+        const bool drop = p.dropout > 0.0f && i < p.L;
+        if (drop) w = dropout_words(p, bh, i, k0 + j0);
+        for (int j = j0; j < j0 + 4; ++j) {
+          const float s = row[j];
+          const float e = s == -INFINITY ? 0.0f : exp(s - new_max);
+          block_sum += e;
+          if (drop) {
+            const bool keep = dropout_keep(w, k0 + j, p.dropout);
+            row[j] = keep ? e * keep_scale : 0.0f;
+            if (p.debug != 0 && k0 + j < p.S) debug[(bh * p.L + i) * p.S + k0 + j] = keep ? 1.0f : 0.0f;
+          } else {
+            row[j] = e;
+          }
+        }
+      }
+      row_sum = row_sum * correction + block_sum;
+      row_max = new_max;
+      Dg[(tid / 8) * 64 + (tid % 8) * 9] = correction;
+#if defined(METALSIM_VECTOR_BYTES)
+      RowMax[tid] = row_max;
+      RowSum[tid] = row_sum;
+#endif
     }
-    row_sum = row_sum * correction + block_sum;
-    row_max = new_max;
-    Dg[(tid / 8) * 64 + (tid % 8) * 9] = correction;
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
-    for (int a = 0; a < 4; ++a) {
+    for (int a = 0; a < BQ / 8; ++a) {
       simdgroup_float8x8 dg;
       simdgroup_load(dg, Dg + a * 64, 8);
-      for (int c = 0; c < 4; ++c) {
-        simdgroup_multiply(O0[a][c], dg, O0[a][c]);
-        if (wide) simdgroup_multiply(O1[a][c], dg, O1[a][c]);
-      }
+      for (int pp = 0; pp < NP; ++pp)
+        for (int c = 0; c < 4; ++c)
+          if (p.Dv > 32 * pp) simdgroup_multiply(O[pp][a][c], dg, O[pp][a][c]);
     }
-    mma_panel(O0, Ps, AT_BK, Vs, ldv, AT_BK);
-    if (wide) mma_panel(O1, Ps, AT_BK, Vs + 32, ldv, AT_BK);
+    for (int pp = 0; pp < NP; ++pp)
+      if (p.Dv > 32 * pp) mma_panel(O[pp], Ps, BK, Vs + 32 * pp, ldv, BK);
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
 
   // Epilogue through Qs (free now): O / row_sum; a row with no unmasked key gives 0,
   // as CPU's SDPA does.
-  store_panel(O0, Qs, AT_DMAX);
-  if (wide) store_panel(O1, Qs + 32, AT_DMAX);
+  for (int pp = 0; pp < NP; ++pp)
+    if (p.Dv > 32 * pp) store_panel(O[pp], Qs + 32 * pp, DMAX);
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (i < p.L) {
+#if defined(METALSIM_VECTOR_BYTES)
+  if (has_row) {
+    row_max = RowMax[tid];
+    row_sum = RowSum[tid];
+  }
+#endif
+  if (has_row && i < p.L) {
     const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
     device T* o = out + b * p.o_bs + h * p.o_hs + i * p.o_ls;
-    for (long d = 0; d < p.Dv; ++d) o[d * p.o_ds] = T(Qs[tid * AT_DMAX + d] * inv);
+    for (long d = 0; d < p.Dv; ++d) o[d * p.o_ds] = T(Qs[tid * DMAX + d] * inv);
     lse[bh * p.L + i] = row_sum > 0.0f ? row_max + log(row_sum) : -INFINITY;
   }
 }
 
 // ---- backward ----
 
-// For key column j = k0 + tid and the AT_BQB query rows from q0 (head h): from S
+// For key column j = k0 + tid (tid < BK) and the BQB query rows from q0 (head h): from S
 // (sbuf, [BQB][BK]) and dO V^T (dpbuf, same), P with dropout applied and dS, written
-// transposed ([BK][BQB]) over the same buffers. `rowstat` holds the rows' logsumexp
-// then rowsum(dO * O). The mask's gradient is dS, written when `mask_grad` is given.
-template <typename T>
+// transposed ([BK][BQB]) over the same buffers. `lse_rows` holds the rows' logsumexp,
+// `delta_rows` rowsum(dO * O). The mask's gradient is dS, written when `mask_grad` is given.
+template <int BQB, int BK, typename T>
 METAL_FUNC void probabilities_column(constant AttentionParams& p, const device T* mask, threadgroup float* sbuf,
                                      threadgroup float* dpbuf, const threadgroup float* lse_rows,
                                      const threadgroup float* delta_rows, long b, long h, long q0, long k0, uint tid,
                                      device T* mask_grad) {
   const long bh = b * p.Hq + h, j = k0 + long(tid);
+  const bool has_column = int(tid) < BK;
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
-  float pt[AT_BQB], dst[AT_BQB];
+#if defined(METALSIM_VECTOR_BYTES)
+  // The simulator runs the 32 lanes one after another, so per-lane loops and barriers
+  // are most of its time. A block with nothing masked or dropped (uniform over the SIMD
+  // group) is computed by lane 0 alone, along each row (vectorised, sim_exp), the same
+  // per-element arithmetic as the column loop below, into a private block that it then
+  // writes transposed: one barrier instead of two, and no per-lane loops.
+  const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && k0 + BK <= p.S && q0 + BQB <= p.L &&
+                           (p.causal == 0 || k0 + BK - 1 <= q0);
+  if (block_plain) {
+    if (tid == 0) {
+      const float scale = p.scale;
+      float pblock[BQB][BK], dsblock[BQB][BK];
+      for (int r = 0; r < BQB; ++r) {
+        const float lse = lse_rows[r], delta = delta_rows[r];
+        const threadgroup float* srow = sbuf + r * BK;
+        const threadgroup float* dprow = dpbuf + r * BK;
+        for (int c = 0; c < BK; ++c) {
+          const float prob = sim_exp(srow[c] * scale - lse);
+          pblock[r][c] = prob;
+          dsblock[r][c] = prob * (dprow[c] - delta);
+        }
+      }
+      for (int c = 0; c < BK; ++c)
+        for (int r = 0; r < BQB; ++r) {
+          sbuf[c * BQB + r] = pblock[r][c];
+          dpbuf[c * BQB + r] = dsblock[r][c];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return;
+  }
+#endif
+  float pt[BQB], dst[BQB];
   // Nothing masked or dropped in this column for these rows: a branch-free loop (every
   // row then has an unmasked key, so its logsumexp is finite).
-  const bool plain = p.has_mask == 0 && p.dropout == 0.0f && j < p.S && q0 + AT_BQB <= p.L &&
+  const bool plain = p.has_mask == 0 && p.dropout == 0.0f && j < p.S && q0 + BQB <= p.L &&
                      (p.causal == 0 || j <= q0);
-  for (int r = 0; plain && r < AT_BQB; ++r) {
-    const float prob = exp(sbuf[r * AT_BK + tid] * p.scale - lse_rows[r]);
+  for (int r = 0; has_column && plain && r < BQB; ++r) {
+    const float prob = exp(sbuf[r * BK + tid] * p.scale - lse_rows[r]);
     pt[r] = prob;
-    dst[r] = prob * (dpbuf[r * AT_BK + tid] - delta_rows[r]);
+    dst[r] = prob * (dpbuf[r * BK + tid] - delta_rows[r]);
   }
-  for (int r = 0; !plain && r < AT_BQB; ++r) {
+  for (int r = 0; has_column && !plain && r < BQB; ++r) {
     const long i = q0 + r;
-    const float s = masked_score(p, mask, sbuf[r * AT_BK + tid], b, h, i, j);
+    const float s = masked_score(p, mask, sbuf[r * BK + tid], b, h, i, j);
     const float lse = lse_rows[r];
     float prob = (s == -INFINITY || lse == -INFINITY) ? 0.0f : exp(s - lse);
-    float dp = dpbuf[r * AT_BK + tid];
+    float dp = dpbuf[r * BK + tid];
     float pd = prob;
     if (p.dropout > 0.0f && prob != 0.0f) {
       const bool keep = dropout_keep(dropout_words(p, bh, i, j), j, p.dropout);
@@ -316,29 +482,29 @@ METAL_FUNC void probabilities_column(constant AttentionParams& p, const device T
     if (mask_grad && i < p.L && j < p.S) mask_grad[(bh * p.L + i) * p.S + j] = T(dst[r]);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  for (int r = 0; r < AT_BQB; ++r) {
-    sbuf[tid * AT_BQB + r] = pt[r];
-    dpbuf[tid * AT_BQB + r] = dst[r];
+  for (int r = 0; has_column && r < BQB; ++r) {
+    sbuf[tid * BQB + r] = pt[r];
+    dpbuf[tid * BQB + r] = dst[r];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
-// Stages the rows q0.. of head h's Q and dO and their logsumexp and rowsum(dO * O).
-template <typename T>
+// Stages the BQB rows q0.. of head h's Q and dO and their logsumexp and rowsum(dO * O).
+template <int BQB, typename T>
 METAL_FUNC void stage_query_block(constant AttentionParams& p, const device T* q, const device T* grad_out,
                                   const device float* lse, const device float* delta, threadgroup float* Qs,
                                   int ldq, threadgroup float* dOs, int ldo, threadgroup float* lse_rows,
                                   threadgroup float* delta_rows, long b, long h, long q0, uint tid) {
-  stage(Qs, ldq, 1, q + b * p.q_bs + h * p.q_hs, p.q_ls, p.q_ds, q0, p.L, p.D, AT_BQB, ldq, tid);
-  stage(dOs, ldo, 1, grad_out + b * p.g_bs + h * p.g_hs, p.g_ls, p.g_ds, q0, p.L, p.Dv, AT_BQB, ldo, tid);
-  if (tid < AT_BQB) {
+  stage(Qs, ldq, 1, q + b * p.q_bs + h * p.q_hs, p.q_ls, p.q_ds, q0, p.L, p.D, BQB, ldq, tid);
+  stage(dOs, ldo, 1, grad_out + b * p.g_bs + h * p.g_hs, p.g_ls, p.g_ds, q0, p.L, p.Dv, BQB, ldo, tid);
+  if (int(tid) < BQB) {
     const long i = q0 + tid, row = (b * p.Hq + h) * p.L + i;
     lse_rows[tid] = i < p.L ? lse[row] : -INFINITY;
     delta_rows[tid] = i < p.L ? delta[row] : 0.0f;
   }
 }
 
-template <typename T>
+template <typename T, int DMAX>
 kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
                                   const device T* v [[buffer(2)]], const device T* mask [[buffer(3)]],
                                   const device T* grad_out [[buffer(4)]], const device float* lse [[buffer(5)]],
@@ -346,74 +512,75 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
                                   device T* grad_v [[buffer(8)]], constant AttentionParams& p [[buffer(9)]],
                                   uint3 group [[threadgroup_position_in_grid]],
                                   uint tid [[thread_index_in_threadgroup]]) {
-  threadgroup float KT[AT_DMAX * AT_BK];    // [dq][BK]; at the end dK [BK][64]
-  threadgroup float VT[AT_DMAX * AT_BK];    // [dv][BK]; at the end dV [BK][64]
-  threadgroup float Qs[AT_BQB * AT_DMAX];   // [BQB][ldq]
-  threadgroup float dOs[AT_BQB * AT_DMAX];  // [BQB][ldo]
-  threadgroup float Sb[AT_BQB * AT_BK], dPb[AT_BQB * AT_BK];
-  threadgroup float lse_rows[AT_BQB], delta_rows[AT_BQB];
+  constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
+  constexpr int NP = DMAX / 32;  // 32-column panels of dK and dV
+  threadgroup float KT[DMAX * BK];    // [dq][BK]; at the end dK [BK][DMAX]
+  threadgroup float VT[DMAX * BK];    // [dv][BK]; at the end dV [BK][DMAX]
+  threadgroup float Qs[BQB * DMAX];   // [BQB][ldq]
+  threadgroup float dOs[BQB * DMAX];  // [BQB][ldo]
+  threadgroup float Sb[BQB * BK], dPb[BQB * BK];
+  threadgroup float lse_rows[BQB], delta_rows[BQB];
 
   const long bhk = long(group.y), b = bhk / p.Hk, hk = bhk % p.Hk, groups = p.Hq / p.Hk;
-  const long k0 = long(group.x) * AT_BK;
+  const long k0 = long(group.x) * BK;
   const int dq = pad8(p.D), dv = pad8(p.Dv), ldq = pad32(p.D), ldo = pad32(p.Dv);
-  const bool wide_k = p.D > 32, wide_v = p.Dv > 32;
-  stage(KT, 1, AT_BK, k + b * p.k_bs + hk * p.k_hs, p.k_ls, p.k_ds, k0, p.S, p.D, AT_BK, dq, tid);
-  stage(VT, 1, AT_BK, v + b * p.v_bs + hk * p.v_hs, p.v_ls, p.v_ds, k0, p.S, p.Dv, AT_BK, dv, tid);
+  stage(KT, 1, BK, k + b * p.k_bs + hk * p.k_hs, p.k_ls, p.k_ds, k0, p.S, p.D, BK, dq, tid);
+  stage(VT, 1, BK, v + b * p.v_bs + hk * p.v_hs, p.v_ls, p.v_ds, k0, p.S, p.Dv, BK, dv, tid);
   // Staged before anything reads or (with no query block to visit, causal) overwrites them.
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
   simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-  simdgroup_float8x8 dK0[4][4], dK1[4][4], dV0[4][4], dV1[4][4], Sf[2][4], dPf[2][4];
-  for (int a = 0; a < 4; ++a)
-    for (int c = 0; c < 4; ++c) {
-      AT_ZERO(dK0[a][c]);
-      AT_ZERO(dV0[a][c]);
-      if (wide_k) AT_ZERO(dK1[a][c]);
-      if (wide_v) AT_ZERO(dV1[a][c]);
-    }
+  simdgroup_float8x8 dK[NP][BK / 8][4], dV[NP][BK / 8][4], Sf[BQB / 8][BK / 8], dPf[BQB / 8][BK / 8];
+  for (int pp = 0; pp < NP; ++pp)
+    for (int a = 0; a < BK / 8; ++a)
+      for (int c = 0; c < 4; ++c) {
+        if (p.D > 32 * pp) AT_ZERO(dK[pp][a][c]);
+        if (p.Dv > 32 * pp) AT_ZERO(dV[pp][a][c]);
+      }
 
   // Causal: query rows before k0 see none of this block's keys.
-  const long qstart = p.causal != 0 ? k0 / AT_BQB * AT_BQB : 0;
+  const long qstart = p.causal != 0 ? k0 / BQB * BQB : 0;
   for (long h = hk * groups; h < (hk + 1) * groups; ++h) {
-    for (long q0 = qstart; q0 < p.L; q0 += AT_BQB) {
-      stage_query_block(p, q, grad_out, lse, delta, Qs, ldq, dOs, ldo, lse_rows, delta_rows, b, h, q0, tid);
-      for (int a = 0; a < 2; ++a)
-        for (int c = 0; c < 4; ++c) {
+    for (long q0 = qstart; q0 < p.L; q0 += BQB) {
+      stage_query_block<BQB>(p, q, grad_out, lse, delta, Qs, ldq, dOs, ldo, lse_rows, delta_rows, b, h, q0, tid);
+      for (int a = 0; a < BQB / 8; ++a)
+        for (int c = 0; c < BK / 8; ++c) {
           AT_ZERO(Sf[a][c]);
           AT_ZERO(dPf[a][c]);
         }
       threadgroup_barrier(mem_flags::mem_threadgroup);
-      mma_panel(Sf, Qs, ldq, KT, AT_BK, dq);
-      mma_panel(dPf, dOs, ldo, VT, AT_BK, dv);
-      store_panel(Sf, Sb, AT_BK);
-      store_panel(dPf, dPb, AT_BK);
+      mma_panel(Sf, Qs, ldq, KT, BK, dq);
+      mma_panel(dPf, dOs, ldo, VT, BK, dv);
+      store_panel(Sf, Sb, BK);
+      store_panel(dPf, dPb, BK);
       threadgroup_barrier(mem_flags::mem_threadgroup);
-      probabilities_column(p, mask, Sb, dPb, lse_rows, delta_rows, b, h, q0, k0, tid, (device T*)nullptr);
+      probabilities_column<BQB, BK>(p, mask, Sb, dPb, lse_rows, delta_rows, b, h, q0, k0, tid,
+                                    (device T*)nullptr);
       // dV += P^T dO, dK += dS^T Q (P^T in Sb, dS^T in dPb, [BK][BQB]).
-      mma_panel(dV0, Sb, AT_BQB, dOs, ldo, AT_BQB);
-      if (wide_v) mma_panel(dV1, Sb, AT_BQB, dOs + 32, ldo, AT_BQB);
-      mma_panel(dK0, dPb, AT_BQB, Qs, ldq, AT_BQB);
-      if (wide_k) mma_panel(dK1, dPb, AT_BQB, Qs + 32, ldq, AT_BQB);
+      for (int pp = 0; pp < NP; ++pp) {
+        if (p.Dv > 32 * pp) mma_panel(dV[pp], Sb, BQB, dOs + 32 * pp, ldo, BQB);
+        if (p.D > 32 * pp) mma_panel(dK[pp], dPb, BQB, Qs + 32 * pp, ldq, BQB);
+      }
       threadgroup_barrier(mem_flags::mem_threadgroup);
     }
   }
 
-  store_panel(dK0, KT, AT_DMAX);
-  if (wide_k) store_panel(dK1, KT + 32, AT_DMAX);
-  store_panel(dV0, VT, AT_DMAX);
-  if (wide_v) store_panel(dV1, VT + 32, AT_DMAX);
+  for (int pp = 0; pp < NP; ++pp) {
+    if (p.D > 32 * pp) store_panel(dK[pp], KT + 32 * pp, DMAX);
+    if (p.Dv > 32 * pp) store_panel(dV[pp], VT + 32 * pp, DMAX);
+  }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const long j = k0 + long(tid);
-  if (j < p.S) {
+  if (int(tid) < BK && j < p.S) {
     // grad_k, grad_v: dense [B, Hk, S, D] / [.., Dv].
     device T* gk = grad_k + (bhk * p.S + j) * p.D;
     device T* gv = grad_v + (bhk * p.S + j) * p.Dv;
-    for (long d = 0; d < p.D; ++d) gk[d] = T(KT[tid * AT_DMAX + d] * p.scale);
-    for (long d = 0; d < p.Dv; ++d) gv[d] = T(VT[tid * AT_DMAX + d]);
+    for (long d = 0; d < p.D; ++d) gk[d] = T(KT[tid * DMAX + d] * p.scale);
+    for (long d = 0; d < p.Dv; ++d) gv[d] = T(VT[tid * DMAX + d]);
   }
 }
 
-template <typename T>
+template <typename T, int DMAX>
 kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
                                  const device T* v [[buffer(2)]], const device T* mask [[buffer(3)]],
                                  const device T* grad_out [[buffer(4)]], const device float* lse [[buffer(5)]],
@@ -421,78 +588,80 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
                                  device T* grad_mask [[buffer(8)]], constant AttentionParams& p [[buffer(9)]],
                                  uint3 group [[threadgroup_position_in_grid]],
                                  uint tid [[thread_index_in_threadgroup]]) {
-  threadgroup float KT[AT_DMAX * AT_BK];    // [64][BK], rows past D zero
-  threadgroup float VT[AT_DMAX * AT_BK];    // [dv][BK]
-  threadgroup float Qs[AT_BQB * AT_DMAX];   // [BQB][ldq]
-  threadgroup float dOs[AT_BQB * AT_DMAX];  // [BQB][ldo]
-  threadgroup float SP[2 * AT_BQB * AT_BK];  // S and dP; at the end dQ^T [64][BQB]
-  threadgroup float lse_rows[AT_BQB], delta_rows[AT_BQB];
-  threadgroup float* Sb = SP;
-  threadgroup float* dPb = SP + AT_BQB * AT_BK;
+  constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
+  constexpr int NP = DMAX / 32;  // 32-row panels of dQ^T
+  threadgroup float KT[DMAX * BK];    // [ldq][BK], rows past D zero; at the end dQ^T [DMAX][BQB]
+  threadgroup float VT[DMAX * BK];    // [dv][BK]
+  threadgroup float Qs[BQB * DMAX];   // [BQB][ldq]
+  threadgroup float dOs[BQB * DMAX];  // [BQB][ldo]
+  threadgroup float Sb[BQB * BK], dPb[BQB * BK];
+  threadgroup float lse_rows[BQB], delta_rows[BQB];
 
   const long bh = long(group.y), b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
-  const long q0 = long(group.x) * AT_BQB;
+  const long q0 = long(group.x) * BQB;
   const int dq = pad8(p.D), dv = pad8(p.Dv), ldq = pad32(p.D), ldo = pad32(p.Dv);
-  const bool wide_k = p.D > 32;
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
-  stage_query_block(p, q, grad_out, lse, delta, Qs, ldq, dOs, ldo, lse_rows, delta_rows, b, h, q0, tid);
+  stage_query_block<BQB>(p, q, grad_out, lse, delta, Qs, ldq, dOs, ldo, lse_rows, delta_rows, b, h, q0, tid);
 
   simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-  simdgroup_float8x8 dQT0[4][2], dQT1[4][2], Sf[2][4], dPf[2][4];  // dQ^T rows (d) 0-31, 32-63
-  for (int a = 0; a < 4; ++a)
-    for (int c = 0; c < 2; ++c) {
-      AT_ZERO(dQT0[a][c]);
-      if (wide_k) AT_ZERO(dQT1[a][c]);
-    }
+  simdgroup_float8x8 dQT[NP][4][BQB / 8], Sf[BQB / 8][BK / 8], dPf[BQB / 8][BK / 8];  // dQ^T: 32 rows (d) per panel
+  for (int pp = 0; pp < NP; ++pp)
+    for (int a = 0; a < 4; ++a)
+      for (int c = 0; c < BQB / 8; ++c)
+        if (p.D > 32 * pp) AT_ZERO(dQT[pp][a][c]);
   const bool want_mask_grad = p.mask_grad != 0;
-  const long kend = p.causal != 0 ? min(p.S, q0 + AT_BQB) : p.S;
-  for (long k0 = 0; k0 < kend; k0 += AT_BK) {
-    stage(KT, 1, AT_BK, kb, p.k_ls, p.k_ds, k0, p.S, p.D, AT_BK, ldq, tid);
-    stage(VT, 1, AT_BK, vb, p.v_ls, p.v_ds, k0, p.S, p.Dv, AT_BK, dv, tid);
-    for (int a = 0; a < 2; ++a)
-      for (int c = 0; c < 4; ++c) {
+  const long kend = p.causal != 0 ? min(p.S, q0 + BQB) : p.S;
+  for (long k0 = 0; k0 < kend; k0 += BK) {
+    stage(KT, 1, BK, kb, p.k_ls, p.k_ds, k0, p.S, p.D, BK, ldq, tid);
+    stage(VT, 1, BK, vb, p.v_ls, p.v_ds, k0, p.S, p.Dv, BK, dv, tid);
+    for (int a = 0; a < BQB / 8; ++a)
+      for (int c = 0; c < BK / 8; ++c) {
         AT_ZERO(Sf[a][c]);
         AT_ZERO(dPf[a][c]);
       }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    mma_panel(Sf, Qs, ldq, KT, AT_BK, dq);
-    mma_panel(dPf, dOs, ldo, VT, AT_BK, dv);
-    store_panel(Sf, Sb, AT_BK);
-    store_panel(dPf, dPb, AT_BK);
+    mma_panel(Sf, Qs, ldq, KT, BK, dq);
+    mma_panel(dPf, dOs, ldo, VT, BK, dv);
+    store_panel(Sf, Sb, BK);
+    store_panel(dPf, dPb, BK);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    probabilities_column(p, mask, Sb, dPb, lse_rows, delta_rows, b, h, q0, k0, tid,
-                         want_mask_grad ? grad_mask : (device T*)nullptr);
+    probabilities_column<BQB, BK>(p, mask, Sb, dPb, lse_rows, delta_rows, b, h, q0, k0, tid,
+                                  want_mask_grad ? grad_mask : (device T*)nullptr);
     // dQ^T += K^T dS^T.
-    mma_panel(dQT0, KT, AT_BK, dPb, AT_BQB, AT_BK);
-    if (wide_k) mma_panel(dQT1, KT + 32 * AT_BK, AT_BK, dPb, AT_BQB, AT_BK);
+    for (int pp = 0; pp < NP; ++pp)
+      if (p.D > 32 * pp) mma_panel(dQT[pp], KT + 32 * pp * BK, BK, dPb, BQB, BK);
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
   // A causal block past every key (L > S) still owes its mask gradient rows nothing:
   // they were never visited, and the host zero-fills the mask gradient.
 
-  store_panel(dQT0, SP, AT_BQB);
-  if (wide_k) store_panel(dQT1, SP + 32 * AT_BQB, AT_BQB);
+  for (int pp = 0; pp < NP; ++pp)
+    if (p.D > 32 * pp) store_panel(dQT[pp], KT + 32 * pp * BQB, BQB);
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (tid < AT_BQB) {
+  if (int(tid) < BQB) {
     const long i = q0 + long(tid);
     if (i < p.L) {
       device T* gq = grad_q + (bh * p.L + i) * p.D;  // dense [B, Hq, L, D]
-      for (long d = 0; d < p.D; ++d) gq[d] = T(SP[d * AT_BQB + tid] * p.scale);
+      for (long d = 0; d < p.D; ++d) gq[d] = T(KT[d * BQB + tid] * p.scale);
     }
   }
 }
 
-#define ATTENTION_KERNELS(T)                                                                                      \
-  template [[host_name("attention_forward_" #T)]] kernel void attention_forward<T>(                               \
+// Per dtype and tile class (the host picks the class by head dim): 6 kernels per dtype.
+#define ATTENTION_KERNELS(T, DMAX, SUFFIX)                                                                        \
+  template [[host_name("attention_forward" SUFFIX #T)]] kernel void attention_forward<T, DMAX>(                   \
       const device T*, const device T*, const device T*, const device T*, device T*, device float*, device float*, \
       constant AttentionParams&, uint3, uint);                                                                     \
-  template [[host_name("attention_backward_kv_" #T)]] kernel void attention_backward_kv<T>(                       \
+  template [[host_name("attention_backward_kv" SUFFIX #T)]] kernel void attention_backward_kv<T, DMAX>(           \
       const device T*, const device T*, const device T*, const device T*, const device T*, const device float*,   \
       const device float*, device T*, device T*, constant AttentionParams&, uint3, uint);                         \
-  template [[host_name("attention_backward_q_" #T)]] kernel void attention_backward_q<T>(                         \
+  template [[host_name("attention_backward_q" SUFFIX #T)]] kernel void attention_backward_q<T, DMAX>(             \
       const device T*, const device T*, const device T*, const device T*, const device T*, const device float*,   \
       const device float*, device T*, device T*, constant AttentionParams&, uint3, uint);
-ATTENTION_KERNELS(float)
-ATTENTION_KERNELS(half)
-ATTENTION_KERNELS(bfloat)
+ATTENTION_KERNELS(float, 64, "_")
+ATTENTION_KERNELS(half, 64, "_")
+ATTENTION_KERNELS(bfloat, 64, "_")
+ATTENTION_KERNELS(float, 128, "_wide_")
+ATTENTION_KERNELS(half, 128, "_wide_")
+ATTENTION_KERNELS(bfloat, 128, "_wide_")

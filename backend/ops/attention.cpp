@@ -5,10 +5,11 @@
 // path, which runs on the native matmul and softmax.
 //
 // Covered: 4-D float32/float16/bfloat16 metalx q, k, v of one dtype, head dims up to
-// kMaxHeadDim, equal batch, key and value heads equal, query heads equal to them or
-// (enable_gqa) a multiple; an additive mask of the query's dtype broadcastable to
-// [B, Hq, L, S] (torch converts boolean masks to -inf/0 before the call), causal,
-// dropout, any scale. Inputs are read through their strides, never copied.
+// kMaxHeadDim (two tile classes: up to 64, and up to 128 on smaller blocks), equal
+// batch, key and value heads equal, query heads equal to them or (enable_gqa) a
+// multiple; an additive mask of the query's dtype broadcastable to [B, Hq, L, S] (torch
+// converts boolean masks to -inf/0 before the call), causal, dropout, any scale. Inputs
+// are read through their strides, never copied.
 //
 // Contract with autograd (torch's derivatives.yaml): the forward returns the output,
 // the rows' logsumexp [B, Hq, L] in float32, empty cum_seq tensors, max_q = L,
@@ -23,6 +24,7 @@
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "allocator.h"
@@ -38,15 +40,33 @@ namespace {
 
 using kernels::AttentionParams;
 
+// The kernels' two tile classes (at_blocks_for in attention.metal): head dims up to 64,
+// and up to kMaxHeadDim on smaller blocks so that the staged tiles fit threadgroup memory.
+struct TileClass {
+  int64_t max_head_dim;
+  int64_t forward_rows, keys, backward_rows;  // at_blocks: bq, bk, bqb
+  launch::KernelFamily& forward;
+  launch::KernelFamily& backward_kv;
+  launch::KernelFamily& backward_q;
+};
+
 launch::KernelFamily forward_kernels("attention_forward", launch::kFloatTypes);
 launch::KernelFamily backward_kv_kernels("attention_backward_kv", launch::kFloatTypes);
 launch::KernelFamily backward_q_kernels("attention_backward_q", launch::kFloatTypes);
+launch::KernelFamily forward_wide_kernels("attention_forward_wide", launch::kFloatTypes);
+launch::KernelFamily backward_kv_wide_kernels("attention_backward_kv_wide", launch::kFloatTypes);
+launch::KernelFamily backward_q_wide_kernels("attention_backward_q_wide", launch::kFloatTypes);
 
-constexpr int64_t kMaxHeadDim = 64;  // AT_DMAX in attention.metal
-constexpr int64_t kForwardRows = 32;  // AT_BQ
-constexpr int64_t kBackwardRows = 16;  // AT_BQB
-constexpr int64_t kKeys = 32;  // AT_BK
+constexpr int64_t kMaxHeadDim = 128;
 constexpr uint64_t kThreads = 32;  // one SIMD group per threadgroup
+
+// The class covering head dims d (query/key) and dv (value).
+const TileClass& tileClass(int64_t d, int64_t dv) {
+  static const TileClass narrow{64, 32, 32, 16, forward_kernels, backward_kv_kernels, backward_q_kernels};
+  static const TileClass wide{kMaxHeadDim, 16, 16, 8, forward_wide_kernels, backward_kv_wide_kernels,
+                              backward_q_wide_kernels};
+  return std::max(d, dv) <= narrow.max_head_dim ? narrow : wide;
+}
 
 bool isFloatType(c10::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
 
@@ -180,9 +200,10 @@ ForwardResult fusedForward(const at::Tensor& q, const at::Tensor& k, const at::T
 
   const auto dtype = launch::storageDtype(q.scalar_type());
   Stream& stream = currentStream(q.device().index());
-  const uint64_t gx = (p.L + kForwardRows - 1) / kForwardRows, gy = p.B * p.Hq;
+  const TileClass& tiles = tileClass(p.D, p.Dv);
+  const uint64_t gx = (p.L + tiles.forward_rows - 1) / tiles.forward_rows, gy = p.B * p.Hq;
   const at::Tensor no_debug;
-  launch::encodeKernel(stream, forward_kernels.pipeline(stream, launch::Variant::Plain, *dtype),
+  launch::encodeKernel(stream, tiles.forward.pipeline(stream, launch::Variant::Plain, *dtype),
                        {&q, &k, &v, orStandIn(mask, out), &out, &lse, orStandIn(p.debug ? debug : no_debug, lse)}, p,
                        launch::Grid::groups(gx, kThreads, gy));
   const at::Tensor empty = at::empty({0}, q.options().dtype(at::kLong));
@@ -238,9 +259,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedBackward(
                           orStandIn(out1, grad_q)},
                          p, launch::Grid::groups(gx, kThreads, gy));
   };
-  if (want_kv) run(backward_kv_kernels, grad_k, grad_v, (p.S + kKeys - 1) / kKeys, p.B * p.Hk);
+  const TileClass& tiles = tileClass(p.D, p.Dv);
+  if (want_kv) run(tiles.backward_kv, grad_k, grad_v, (p.S + tiles.keys - 1) / tiles.keys, p.B * p.Hk);
   if (want_q || want_bias)
-    run(backward_q_kernels, grad_q, grad_bias_full, (p.L + kBackwardRows - 1) / kBackwardRows, p.B * p.Hq);
+    run(tiles.backward_q, grad_q, grad_bias_full, (p.L + tiles.backward_rows - 1) / tiles.backward_rows,
+        p.B * p.Hq);
   // The bias's gradient summed over its broadcast dimensions.
   at::Tensor grad_bias = want_bias ? at::sum_to(grad_bias_full, attn_bias.sizes()) : at::Tensor();
   return {want_q ? grad_q : at::Tensor(), grad_input_mask[1] ? grad_k : at::Tensor(),
