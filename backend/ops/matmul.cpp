@@ -88,11 +88,11 @@ void bindOperand(rt::ComputeEncoder& e, const at::Tensor& t, const at::Tensor& s
   e.setBuffer(buffer, offset, index);
 }
 
-// C[b] = alpha * A[b] @ B[b] + beta * S[b] (or one C = sum over b, reduce_batches), all
-// as 3-D (batch, rows, columns) views of any strides. S may be undefined when beta == 0.
 void launchGemv(kernels::DType dtype, const at::Tensor& A, const at::Tensor& x, const at::Tensor& y,
                 const at::Tensor& s, float alpha, float beta);
 
+// C[b] = alpha * A[b] @ B[b] + beta * S[b] (or one C = sum over b, reduce_batches), all
+// as 3-D (batch, rows, columns) views of any strides. S may be undefined when beta == 0.
 void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, const at::Tensor& C,
                 const at::Tensor& S, float alpha, float beta, bool reduce_batches, bool round_terms = false) {
   const int64_t batches = A.size(0), M = A.size(1), K = A.size(2), N = B.size(2);
