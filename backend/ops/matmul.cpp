@@ -33,8 +33,29 @@ using kernels::GemvParams;
 using kernels::MatmulParams;
 
 launch::KernelFamily gemm_kernels("matmul_gemm", launch::kFloatTypes);
+launch::KernelFamily gemm_narrow_kernels("matmul_gemm_narrow", launch::kFloatTypes);
+launch::KernelFamily gemm_skinny_kernels("matmul_gemm_skinny", launch::kFloatTypes);
 launch::KernelFamily gemv_kernels("matmul_gemv", launch::kFloatTypes);
-constexpr int64_t kBlock = 64;  // rows and columns of C per threadgroup (matmul.metal)
+
+// The GEMM kernel for a product's shape class and its block of C per threadgroup
+// (matmul.metal): up to 16 rows skinny (8 rows per block, not padded to 64), 17..32
+// columns narrow, else square.
+struct GemmShape {
+  launch::KernelFamily* kernels;
+  int64_t rows, cols;
+};
+GemmShape gemmShape(int64_t M, int64_t N, bool simulated) {
+  if (M <= 16) return {&gemm_skinny_kernels, 8, simulated ? 64 : 128};
+  if (N <= 32) return {&gemm_narrow_kernels, 64, 32};
+  return {&gemm_kernels, 64, 64};
+}
+// Whether to run C = A @ B as C^T = B^T @ A^T (other strides, the same sums bit for bit):
+// when that turns few columns into few rows, for which a smaller block exists.
+bool runTransposed(int64_t M, int64_t N) {
+  if (M <= 16) return false;
+  if (N <= 16) return true;
+  return N > 32 && M <= 32;
+}
 
 // The dtype's kernel, if every tensor is a metalx tensor of it.
 std::optional<kernels::DType> nativeDtype(std::initializer_list<const at::Tensor*> tensors) {
@@ -67,12 +88,35 @@ void bindOperand(rt::ComputeEncoder& e, const at::Tensor& t, const at::Tensor& s
   e.setBuffer(buffer, offset, index);
 }
 
+void launchGemv(kernels::DType dtype, const at::Tensor& A, const at::Tensor& x, const at::Tensor& y,
+                const at::Tensor& s, float alpha, float beta);
+
 // C[b] = alpha * A[b] @ B[b] + beta * S[b] (or one C = sum over b, reduce_batches), all
 // as 3-D (batch, rows, columns) views of any strides. S may be undefined when beta == 0.
 void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, const at::Tensor& C,
                 const at::Tensor& S, float alpha, float beta, bool reduce_batches, bool round_terms = false) {
   const int64_t batches = A.size(0), M = A.size(1), K = A.size(2), N = B.size(2);
   if (C.numel() == 0) return;
+  const bool has_bias = S.defined() && beta != 0.0f;
+  // One product with one column, or one row against a column-major B: a matrix-vector
+  // product, on the kernel that reads a row of its matrix contiguously.
+  if (batches == 1 && !round_terms && K > 0) {
+    if (N == 1 && A.stride(2) == 1) {
+      launchGemv(dtype, A[0], B[0].select(1, 0), C[0].select(1, 0), has_bias ? S[0].select(1, 0) : at::Tensor(),
+                 alpha, beta);
+      return;
+    }
+    if (M == 1 && B.stride(1) == 1) {
+      launchGemv(dtype, B[0].t(), A[0].select(0, 0), C[0].select(0, 0), has_bias ? S[0].select(0, 0) : at::Tensor(),
+                 alpha, beta);
+      return;
+    }
+  }
+  if (runTransposed(M, N)) {
+    launchGemm(dtype, B.transpose(1, 2), A.transpose(1, 2), C.transpose(1, 2), has_bias ? S.transpose(1, 2) : S,
+               alpha, beta, reduce_batches, round_terms);
+    return;
+  }
   MatmulParams p{};
   p.M = M, p.N = N, p.K = K;
   p.a_bs = A.stride(0), p.a_rs = A.stride(1), p.a_cs = A.stride(2);
@@ -85,10 +129,12 @@ void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, 
   // CPU scales by beta alone when the product is empty, with beta as the dtype.
   p.beta = (K == 0 || batches == 0) ? asDtype(beta, C.scalar_type()) : beta;
   Stream& stream = currentStream(C.device().index());
-  const rt::ComputePipelinePtr& pipeline = gemm_kernels.pipeline(stream, launch::Variant::Plain, dtype);
+  const bool simulated = isSimulated(C);
+  const GemmShape shape = gemmShape(M, N, simulated);
+  const rt::ComputePipelinePtr& pipeline = shape.kernels->pipeline(stream, launch::Variant::Plain, dtype);
   // The kernel's threads per block (MM_THREADS): one SIMD group on the simulator, four on a GPU.
-  const uint64_t threads = isSimulated(C) ? 32 : 128;
-  const uint64_t gx = (N + kBlock - 1) / kBlock, gy = (M + kBlock - 1) / kBlock;
+  const uint64_t threads = simulated ? 32 : 128;
+  const uint64_t gx = (N + shape.cols - 1) / shape.cols, gy = (M + shape.rows - 1) / shape.rows;
   const uint64_t gz = reduce_batches ? 1 : batches;
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     e.setComputePipeline(pipeline);

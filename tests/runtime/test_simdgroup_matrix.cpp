@@ -235,16 +235,18 @@ TEST_F(SimdgroupMatrix, ThreadElementsFollowAppleLayout) {
   for (int i = 0; i < 64; ++i) src[i] = float(i);
   auto in = bufferFrom(src);
   auto where = dev().newBuffer(32 * 4 * sizeof(float)), doubled = dev().newBuffer(64 * sizeof(float));
+  auto plus_one = dev().newBuffer(64 * sizeof(float));
   auto pipe = pipeline("matrix_thread_elements");
   auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
     e.setComputePipeline(pipe);
     e.setBuffer(in, 0, 0);
     e.setBuffer(where, 0, 1);
     e.setBuffer(doubled, 0, 2);
+    e.setBuffer(plus_one, 0, 3);
     e.dispatchThreadgroups({1, 1, 1}, {32, 1, 1});
   });
   ASSERT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
-  const auto w = read<float>(where, 128), d = read<float>(doubled, 64);
+  const auto w = read<float>(where, 128), d = read<float>(doubled, 64), d1 = read<float>(plus_one, 64);
   std::vector<int> seen(64, 0);
   for (int lane = 0; lane < 32; ++lane) {
     const int quad = lane / 4, row = (quad & 4) + (lane / 2) % 4, col = (quad & 2) * 2 + (lane % 2) * 2;
@@ -255,6 +257,7 @@ TEST_F(SimdgroupMatrix, ThreadElementsFollowAppleLayout) {
   for (int i = 0; i < 64; ++i) {
     EXPECT_EQ(seen[i], 1) << "element " << i << " owned by one lane";
     EXPECT_EQ(d[i], 2.0f * i);
+    EXPECT_EQ(d1[i], 2.0f * i + 1.0f);
   }
 }
 
@@ -277,10 +280,10 @@ TEST_F(SimdgroupMatrix, LanesThatSkipACallFailTheCommandBuffer) {
 // The panel helper (lane 0 runs a K step of fragments as one blocked loop) must give
 // what its per-fragment calls give, bit for bit, and what plain loops give.
 TEST_F(SimdgroupMatrix, PanelEqualsPerFragmentCalls) {
-  constexpr uint32_t K = 24;
-  const auto A = randomValues(16 * K, 10), B = randomValues(K * 24, 11), D0 = randomValues(16 * 24, 12);
+  constexpr uint32_t K = 24, N = 88;
+  const auto A = randomValues(16 * K, 10), B = randomValues(K * N, 11), D0 = randomValues(16 * N, 12);
   auto ba = bufferFrom(A), bb = bufferFrom(B), bd = bufferFrom(D0);
-  auto panel = dev().newBuffer(16 * 24 * sizeof(float)), fragments = dev().newBuffer(16 * 24 * sizeof(float));
+  auto panel = dev().newBuffer(16 * N * sizeof(float)), fragments = dev().newBuffer(16 * N * sizeof(float));
   auto pipe = pipeline("matrix_panel_vs_fragments");
   auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
     e.setComputePipeline(pipe);
@@ -292,13 +295,13 @@ TEST_F(SimdgroupMatrix, PanelEqualsPerFragmentCalls) {
     e.dispatchThreadgroups({1, 1, 1}, {32, 1, 1});
   });
   ASSERT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
-  const auto p = read<float>(panel, 16 * 24), f = read<float>(fragments, 16 * 24);
+  const auto p = read<float>(panel, 16 * N), f = read<float>(fragments, 16 * N);
   for (uint32_t i = 0; i < 16; ++i)
-    for (uint32_t j = 0; j < 24; ++j) {
-      double s = D0[i * 24 + j];
-      for (uint32_t k = 0; k < K; ++k) s += double(A[i * K + k]) * B[k * 24 + j];
-      ASSERT_EQ(p[i * 24 + j], f[i * 24 + j]) << "at " << i << "," << j;
-      ASSERT_NEAR(p[i * 24 + j], s, 1e-5 * (1.0 + std::fabs(s))) << "at " << i << "," << j;
+    for (uint32_t j = 0; j < N; ++j) {
+      double s = D0[i * N + j];
+      for (uint32_t k = 0; k < K; ++k) s += double(A[i * K + k]) * B[k * N + j];
+      ASSERT_EQ(p[i * N + j], f[i * N + j]) << "at " << i << "," << j;
+      ASSERT_NEAR(p[i * N + j], s, 1e-5 * (1.0 + std::fabs(s))) << "at " << i << "," << j;
     }
 }
 

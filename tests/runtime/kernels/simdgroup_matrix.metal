@@ -120,8 +120,10 @@ kernel void matrix_tiled_gemm(const device float* A [[buffer(0)]], const device 
 
 // thread_elements(): every lane writes where its two elements sit and their values
 // (row, col, value0, value1), then doubles them and the matrix is stored.
+// Then each lane adds 1 to its elements again: after the store, which gathered the
+// matrix back, thread_elements() must spread the doubled values.
 kernel void matrix_thread_elements(const device float* src [[buffer(0)]], device float4* where [[buffer(1)]],
-                                   device float* doubled [[buffer(2)]],
+                                   device float* doubled [[buffer(2)]], device float* plus_one [[buffer(3)]],
                                    uint lane [[thread_index_in_simdgroup]]) {
   simdgroup_float8x8 m;
   simdgroup_load(m, src);
@@ -129,6 +131,8 @@ kernel void matrix_thread_elements(const device float* src [[buffer(0)]], device
   where[lane] = float4(0.0f, 0.0f, v.x, v.y);
   m.thread_elements() *= 2.0f;
   simdgroup_store(m, doubled);
+  m.thread_elements() += 1.0f;
+  simdgroup_store(m, plus_one);
 }
 
 // Lanes 16..31 skip a load: divergent, which Metal does not allow.
@@ -141,38 +145,41 @@ kernel void matrix_divergent(const device float* src [[buffer(0)]], device float
 }
 
 // The simulator's simdgroup_multiply_accumulate_panel against the per-fragment calls it
-// stands for: d (2 x 3 fragments, so the odd fragment column is covered too) plus
-// a (16 x K) times b (K x 24), both from threadgroup memory, once each way; `panel`
+// stands for: d (2 x 11 fragments: every block width of the panel, 64, 16 and 8 columns with
+// AVX-512, 16 and 8 with AVX2 and SSE) plus
+// a (16 x K) times b (K x 88), both from threadgroup memory, once each way; `panel`
 // and `fragments` must come out bit for bit equal. Simulator only (a metalsim
 // extension; Apple's compiler has no such function).
 #if defined(METALSIM_VECTOR_BYTES)
 #define kPanelK 24u
+#define kPanelN 88u  // 11 fragments
+#define kPanelF 11u
 kernel void matrix_panel_vs_fragments(const device float* a [[buffer(0)]], const device float* b [[buffer(1)]],
                                       const device float* d0 [[buffer(2)]], device float* panel [[buffer(3)]],
                                       device float* fragments [[buffer(4)]],
                                       uint lane [[thread_index_in_simdgroup]]) {
-  threadgroup float ta[16 * kPanelK], tb[kPanelK * 24];
+  threadgroup float ta[16 * kPanelK], tb[kPanelK * kPanelN];
   for (uint i = lane; i < 16 * kPanelK; i += 32) ta[i] = a[i];
-  for (uint i = lane; i < kPanelK * 24; i += 32) tb[i] = b[i];
+  for (uint i = lane; i < kPanelK * kPanelN; i += 32) tb[i] = b[i];
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  simdgroup_float8x8 p[2][3], f[2][3];
+  simdgroup_float8x8 p[2][kPanelF], f[2][kPanelF];
   for (uint i = 0; i < 2; ++i)
-    for (uint j = 0; j < 3; ++j) {
-      simdgroup_load(p[i][j], d0, 24, ulong2(j * 8, i * 8));
-      simdgroup_load(f[i][j], d0, 24, ulong2(j * 8, i * 8));
+    for (uint j = 0; j < kPanelF; ++j) {
+      simdgroup_load(p[i][j], d0, kPanelN, ulong2(j * 8, i * 8));
+      simdgroup_load(f[i][j], d0, kPanelN, ulong2(j * 8, i * 8));
     }
-  metalsim::simdgroup_multiply_accumulate_panel(p, ta, kPanelK, tb, 24, kPanelK);
+  metalsim::simdgroup_multiply_accumulate_panel(p, ta, kPanelK, tb, kPanelN, kPanelK);
   for (uint kk = 0; kk < kPanelK; kk += 8) {
-    simdgroup_float8x8 fa[2], fb[3];
+    simdgroup_float8x8 fa[2], fb[kPanelF];
     for (uint i = 0; i < 2; ++i) simdgroup_load(fa[i], ta + i * 8 * kPanelK + kk, kPanelK);
-    for (uint j = 0; j < 3; ++j) simdgroup_load(fb[j], tb + kk * 24 + j * 8, 24);
+    for (uint j = 0; j < kPanelF; ++j) simdgroup_load(fb[j], tb + kk * kPanelN + j * 8, kPanelN);
     for (uint i = 0; i < 2; ++i)
-      for (uint j = 0; j < 3; ++j) simdgroup_multiply_accumulate(f[i][j], fa[i], fb[j], f[i][j]);
+      for (uint j = 0; j < kPanelF; ++j) simdgroup_multiply_accumulate(f[i][j], fa[i], fb[j], f[i][j]);
   }
   for (uint i = 0; i < 2; ++i)
-    for (uint j = 0; j < 3; ++j) {
-      simdgroup_store(p[i][j], panel, 24, ulong2(j * 8, i * 8));
-      simdgroup_store(f[i][j], fragments, 24, ulong2(j * 8, i * 8));
+    for (uint j = 0; j < kPanelF; ++j) {
+      simdgroup_store(p[i][j], panel, kPanelN, ulong2(j * 8, i * 8));
+      simdgroup_store(f[i][j], fragments, kPanelN, ulong2(j * 8, i * 8));
     }
 }
 

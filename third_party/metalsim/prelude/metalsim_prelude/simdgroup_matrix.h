@@ -73,33 +73,63 @@ inline void mma8_f32(float* d, const float* a, const float* b, const float* c) {
   for (int i = 0; i < 8; ++i) reinterpret_cast<mat_row8*>(d)[i] = acc[i];
 }
 
-// Lane 0's part of simdgroup_multiply_accumulate_panel (below): PANEL_ROWS rows x COLS
+// Lane 0's part of simdgroup_multiply_accumulate_panel (below): kPanelRows rows x COLS
 // columns of the panel's fragments d, starting at row r0 and fragment column j0, kept
-// in vector registers over all k. Per element, the products are added in the order of
-// k, one multiply-add each, exactly as the per-fragment calls add them (mma8_f32).
-#if METALSIM_VECTOR_BYTES >= 32
-constexpr unsigned kPanelRows = 4, kPanelWidth = 8;  // 8 accumulators of 8 floats
+// in vector registers of W floats over all k. Per element, the products are added in
+// the order of k, one multiply-add each, exactly as the per-fragment calls add them
+// (mma8_f32). Blocks per build: AVX-512 (32 registers of 16 floats) 4 rows x 64
+// columns (16 accumulators), AVX2 4 x 16 (8 of 8), SSE 2 x 16 (8 of 4); narrower
+// blocks cover the fragment columns left over.
+#if METALSIM_VECTOR_BYTES >= 64
+constexpr unsigned kPanelRows = 4, kPanelWidth = 16, kPanelCols = 64;
+#elif METALSIM_VECTOR_BYTES >= 32
+constexpr unsigned kPanelRows = 4, kPanelWidth = 8, kPanelCols = 16;
 #else
-constexpr unsigned kPanelRows = 2, kPanelWidth = 4;  // SSE: 8 accumulators of 4 floats
+constexpr unsigned kPanelRows = 2, kPanelWidth = 4, kPanelCols = 16;
 #endif
-typedef float panel_vec __attribute__((vector_size(4 * kPanelWidth), aligned(4)));
-template <unsigned COLS, class M, unsigned TM, unsigned TN>
+
+// W consecutive floats of row `row`, from fragment column j on: a vector wider than a
+// fragment's row (8 floats) takes the same row of the next fragments.
+template <unsigned W, class V, class M, unsigned TM, unsigned TN>
+METALSIM_ALWAYS_INLINE V panel_load(M (&d)[TM][TN], unsigned row, unsigned j, unsigned col) {
+  V v;
+  if constexpr (W <= 8) {
+    std::memcpy(&v, &d[row / 8][j].e[row % 8][col], sizeof v);
+  } else {
+#pragma GCC unroll 8
+    for (unsigned h = 0; h < W / 8; ++h)
+      std::memcpy(reinterpret_cast<float*>(&v) + 8 * h, d[row / 8][j + h].e[row % 8], 32);
+  }
+  return v;
+}
+template <unsigned W, class V, class M, unsigned TM, unsigned TN>
+METALSIM_ALWAYS_INLINE void panel_store(M (&d)[TM][TN], unsigned row, unsigned j, unsigned col, const V& v) {
+  if constexpr (W <= 8) {
+    std::memcpy(&d[row / 8][j].e[row % 8][col], &v, sizeof v);
+  } else {
+#pragma GCC unroll 8
+    for (unsigned h = 0; h < W / 8; ++h)
+      std::memcpy(d[row / 8][j + h].e[row % 8], reinterpret_cast<const float*>(&v) + 8 * h, 32);
+  }
+}
+
+template <unsigned COLS, unsigned W, class M, unsigned TM, unsigned TN>
 METALSIM_ALWAYS_INLINE void panel_block(M (&d)[TM][TN], const float* a, ulong lda, const float* b, ulong ldb,
                                         uint k, unsigned r0, unsigned j0) {
-  constexpr unsigned V = COLS / kPanelWidth;
-  panel_vec x[kPanelRows][V];
+  typedef float vec_t __attribute__((vector_size(4 * W), aligned(4)));
+  constexpr unsigned V = COLS / W;
+  vec_t x[kPanelRows][V];
 #pragma GCC unroll 4
   for (unsigned r = 0; r < kPanelRows; ++r)
 #pragma GCC unroll 4
     for (unsigned v = 0; v < V; ++v)
-      x[r][v] = *reinterpret_cast<const panel_vec*>(
-          &d[r0 / 8][j0 + v * kPanelWidth / 8].e[r0 % 8 + r][v * kPanelWidth % 8]);
+      x[r][v] = panel_load<W, vec_t>(d, r0 + r, j0 + v * W / 8, v * W % 8);
   const float* ar = a + r0 * lda;
   const float* br = b + j0 * 8;
   for (uint kk = 0; kk < k; ++kk, br += ldb, ++ar) {
-    panel_vec bv[V];
+    vec_t bv[V];
 #pragma GCC unroll 4
-    for (unsigned v = 0; v < V; ++v) bv[v] = *reinterpret_cast<const panel_vec*>(br + v * kPanelWidth);
+    for (unsigned v = 0; v < V; ++v) bv[v] = *reinterpret_cast<const vec_t*>(br + v * W);
 #pragma GCC unroll 4
     for (unsigned r = 0; r < kPanelRows; ++r) {
       const float s = ar[r * lda];
@@ -110,9 +140,7 @@ METALSIM_ALWAYS_INLINE void panel_block(M (&d)[TM][TN], const float* a, ulong ld
 #pragma GCC unroll 4
   for (unsigned r = 0; r < kPanelRows; ++r)
 #pragma GCC unroll 4
-    for (unsigned v = 0; v < V; ++v)
-      *reinterpret_cast<panel_vec*>(&d[r0 / 8][j0 + v * kPanelWidth / 8].e[r0 % 8 + r][v * kPanelWidth % 8]) =
-          x[r][v];
+    for (unsigned v = 0; v < V; ++v) panel_store<W>(d, r0 + r, j0 + v * W / 8, v * W % 8, x[r][v]);
 }
 
 template <class T>
@@ -223,10 +251,15 @@ METALSIM_ALWAYS_INLINE void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, c
   }
 }
 
+// The matrix by reference, not by value as Apple declares it: by value, every store
+// copied the whole matrix object (260 bytes) on each of the 32 lanes. A spread matrix
+// is gathered in place (lane 0 then holds it all again, which
+// is what every other call expects; thread_elements() spreads it again if used).
 template <class T, unsigned Cols, unsigned Rows>
-METALSIM_ALWAYS_INLINE void simdgroup_store(simdgroup_matrix<T, Cols, Rows> a, T* dst, ulong elements_per_row = Cols,
-                                            ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false,
-                                            unsigned line = __builtin_LINE()) {
+METALSIM_ALWAYS_INLINE void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& matrix, T* dst,
+                                            ulong elements_per_row = Cols, ulong2 matrix_origin = ulong2(0),
+                                            bool transpose_matrix = false, unsigned line = __builtin_LINE()) {
+  simdgroup_matrix<T, Cols, Rows>& a = const_cast<simdgroup_matrix<T, Cols, Rows>&>(matrix);
   a.gather_(line);
   if (!metalsim::kernel::detail::matrix_call_here()) return;
   const ulong x = matrix_origin.x, y = matrix_origin.y, s = elements_per_row;
@@ -302,18 +335,34 @@ METALSIM_ALWAYS_INLINE void simdgroup_multiply_accumulate_panel(metal::simdgroup
                                                                 uint k, unsigned line = __builtin_LINE()) {
   static_assert(8 % kernel::detail::kPanelRows == 0, "panel rows must tile a fragment");
   if (k % 8 != 0) kernel::detail::fail("simdgroup_multiply_accumulate_panel: k must be a multiple of 8");
+  // Spread matrices are rare: one pass over the flags, and no per-lane stores unless one is.
+  bool any_spread = false;
   for (unsigned i = 0; i < TM; ++i)
-    for (unsigned j = 0; j < TN; ++j) {
-      d[i][j].gather_(line);
-      d[i][j].spread = false;
-    }
+    for (unsigned j = 0; j < TN; ++j) any_spread |= d[i][j].spread;
+  if (any_spread)
+    for (unsigned i = 0; i < TM; ++i)
+      for (unsigned j = 0; j < TN; ++j) {
+        d[i][j].gather_(line);
+        d[i][j].spread = false;
+      }
   kabi::LaneHeader* h = kernel::detail::lane_header();
   h->matrix_calls += uint64_t(TM + TN + TM * TN) * (k / 8);
   if (h->simd_lane != 0) return;
+  using kernel::detail::kPanelCols;
+  using kernel::detail::kPanelWidth;
+  using kernel::detail::panel_block;
+  constexpr unsigned kNarrow = kPanelWidth < 8 ? kPanelWidth : 8;  // a vector within one fragment row
   for (unsigned r0 = 0; r0 < 8 * TM; r0 += kernel::detail::kPanelRows) {
     unsigned j0 = 0;
-    for (; j0 + 2 <= TN; j0 += 2) kernel::detail::panel_block<16>(d, a, lda, b, ldb, k, r0, j0);
-    if (j0 < TN) kernel::detail::panel_block<8>(d, a, lda, b, ldb, k, r0, j0);
+    for (; j0 + kPanelCols / 8 <= TN; j0 += kPanelCols / 8)
+      panel_block<kPanelCols, kPanelWidth>(d, a, lda, b, ldb, k, r0, j0);
+    if constexpr (kPanelCols >= 64) {
+      if (j0 + 4 <= TN) panel_block<32, kPanelWidth>(d, a, lda, b, ldb, k, r0, j0), j0 += 4;
+    }
+    if constexpr (kPanelCols >= 32) {
+      if (j0 + 2 <= TN) panel_block<16, kPanelWidth>(d, a, lda, b, ldb, k, r0, j0), j0 += 2;
+    }
+    if (j0 < TN) panel_block<8, kNarrow>(d, a, lda, b, ldb, k, r0, j0);
   }
 }
 
