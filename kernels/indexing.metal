@@ -128,8 +128,8 @@ template <> inline bool mean_of<bool>(bool sum, long count, bool) { return sum; 
 // counts: scatter_reduce's mean only, one int per element of self (zeroed by the host).
 template <typename T>
 kernel void index_scatter(device T* self [[buffer(0)]], device const T* src [[buffer(1)]],
-                          device const long* index [[buffer(2)]], constant IndexParams& p [[buffer(3)]],
-                          device int* counts [[buffer(4)]],
+                          device const long* index [[buffer(2)]], device int* counts [[buffer(3)]],
+                          constant IndexParams& p [[buffer(4)]],
                           uint gid [[thread_position_in_grid]], uint threads [[threads_per_grid]]) {
   typedef typename opmath<T>::type M;
   const long dim_stride = p.self_strides[p.dim];

@@ -89,8 +89,8 @@ kernel void random_bernoulli(device T* out [[buffer(0)]], constant RandomParams&
 
 // bernoulli_(p tensor): probs holds one float per element of out.
 template <typename T>
-kernel void random_bernoulli_tensor(device T* out [[buffer(0)]], constant RandomParams& p [[buffer(1)]],
-                                    device const float* probs [[buffer(2)]],
+kernel void random_bernoulli_tensor(device T* out [[buffer(0)]], device const float* probs [[buffer(1)]],
+                                    constant RandomParams& p [[buffer(2)]],
                                     uint gid [[thread_position_in_grid]], uint threads [[threads_per_grid]]) {
   METALX_FOR_EACH_WORD(p, { out[i] = from_long<T>(philox_uniform(w) < probs[i] ? 1 : 0); })
 }
@@ -120,8 +120,8 @@ kernel void random_range(device T* out [[buffer(0)]], constant RandomParams& p [
 // native_dropout: keeps an element with probability 1 - p (u >= p, p = a) scaled by
 // b = 1 / (1 - p); mask records which were kept.
 template <typename T>
-kernel void random_dropout(device T* out [[buffer(0)]], constant RandomParams& p [[buffer(1)]],
-                           device const T* x [[buffer(2)]], device bool* mask [[buffer(3)]],
+kernel void random_dropout(device T* out [[buffer(0)]], device const T* x [[buffer(1)]],
+                           device bool* mask [[buffer(2)]], constant RandomParams& p [[buffer(3)]],
                            uint gid [[thread_position_in_grid]], uint threads [[threads_per_grid]]) {
   METALX_FOR_EACH_WORD(p, {
     const bool keep = philox_uniform(w) >= p.a;

@@ -27,8 +27,8 @@ kernel void searchsorted(device const T* values [[buffer(0)]],
                          device const T* boundaries [[buffer(1)]],
                          device const long* sorter [[buffer(2)]],
                          device long* out64 [[buffer(3)]],  // out_int32 == 0
-                         constant SearchParams& p [[buffer(4)]],
-                         device int* out32 [[buffer(5)]],   // out_int32 == 1 (the host binds both)
+                         device int* out32 [[buffer(4)]],   // out_int32 == 1 (the host binds both)
+                         constant SearchParams& p [[buffer(5)]],
                          uint tid [[thread_position_in_grid]],
                          uint threads [[threads_per_grid]]) {
   using C = typename SearchCompare<T>::type;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/util/ArrayRef.h>
 
 #include <algorithm>
 #include <array>
@@ -22,25 +23,28 @@ namespace metalx::launch {
 constexpr uint64_t kGridStrideThreads = 256 * 1024;
 
 // The shape of one dispatch: exactly `count` threads in threadgroups of up to `group`
-// (the last one partial), or count x rows whole threadgroups of `group` threads each
-// (for kernels that cooperate within a group: a row per group, threadgroup reductions,
-// attention's blocks of query rows per head).
+// (the last one partial), or count x rows x depth whole threadgroups of `group` threads
+// each (for kernels that cooperate within a group: a row per group, threadgroup
+// reductions, attention's blocks of query rows per head, GEMM blocks per batch).
 struct Grid {
   uint64_t count;
   uint64_t group;
   bool whole_groups;
   uint64_t rows = 1;
+  uint64_t depth = 1;
   static Grid threads(uint64_t n, uint64_t group = 256) { return {n, group, false}; }
-  static Grid groups(uint64_t n, uint64_t group, uint64_t rows = 1) { return {n, group, true, rows}; }
+  static Grid groups(uint64_t n, uint64_t group, uint64_t rows = 1, uint64_t depth = 1) {
+    return {n, group, true, rows, depth};
+  }
 };
 
 // Encodes `pipeline` on `stream`: the tensors bound at 0, 1, ... (buffer + offset), the
 // op's parameters inline after them, dispatched as `grid`. Every family's launches
 // come here, so binding and dispatch rules live in one place.
 template <class Params>
-void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline,
-                  std::initializer_list<const at::Tensor*> tensors, const Params& params, Grid grid) {
-  if (grid.count == 0 || grid.rows == 0) return;
+void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline, c10::ArrayRef<const at::Tensor*> tensors,
+                  const Params& params, Grid grid) {
+  if (grid.count == 0 || grid.rows == 0 || grid.depth == 0) return;
   constexpr size_t kMaxTensors = 12;
   TORCH_INTERNAL_ASSERT(tensors.size() <= kMaxTensors, "encodeKernel: at most ", kMaxTensors, " tensors");
   std::array<std::pair<rt::BufferPtr, size_t>, kMaxTensors> buffers;
@@ -51,7 +55,7 @@ void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline,
     for (size_t i = 0; i < n; ++i) e.setBuffer(buffers[i].first, buffers[i].second, uint32_t(i));
     e.setBytes(&params, sizeof params, uint32_t(n));
     if (grid.whole_groups)
-      e.dispatchThreadgroups({grid.count, grid.rows, 1}, {grid.group, 1, 1});
+      e.dispatchThreadgroups({grid.count, grid.rows, grid.depth}, {grid.group, 1, 1});
     else
       e.dispatchThreads({grid.count, 1, 1}, {std::min<uint64_t>(grid.count, grid.group), 1, 1});
   });

@@ -34,6 +34,7 @@
 #include "fallback_report.h"
 #include "launch/kernel_table.h"
 #include "launch/structured.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 #include "ops/index_check.h"
 
@@ -148,20 +149,12 @@ void dispatch(KernelFamily& kernels, DType dtype, const at::Tensor& first, const
   if (work == 0) return;
   Stream& stream = currentStream(first.device().index());
   const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, Variant::Plain, dtype);
-  auto a = bufferFor(first);
-  auto b = bufferFor(second);
-  auto i = bufferFor(index);
-  std::pair<rt::BufferPtr, size_t> c = counts.defined() ? bufferFor(counts) : a;
-  const uint64_t threads = std::min<uint64_t>(work, 256ull * 1024);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(a.first, a.second, 0);
-    e.setBuffer(b.first, b.second, 1);
-    e.setBuffer(i.first, i.second, 2);
-    e.setBytes(&p, sizeof p, 3);
-    if (scatter) e.setBuffer(c.first, c.second, 4);  // the scatter kernel's counts
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-  });
+  const launch::Grid grid = launch::Grid::threads(std::min<uint64_t>(work, launch::kGridStrideThreads));
+  if (scatter) {  // the scatter kernel's counts (read by scatter_reduce's mean only)
+    launch::encodeKernel(stream, pipeline, {&first, &second, &index, counts.defined() ? &counts : &first}, p, grid);
+  } else {
+    launch::encodeKernel(stream, pipeline, {&first, &second, &index}, p, grid);
+  }
 }
 
 at::Tensor longIndex(const at::Tensor& index, const at::Tensor& like) {

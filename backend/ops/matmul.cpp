@@ -23,6 +23,7 @@
 #include "core/stream_pool.h"
 #include "launch/kernel_table.h"
 #include "launch/structured.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 #include "matmul_params.h"
 
@@ -82,10 +83,10 @@ float asDtype(float x, c10::ScalarType t) {
 
 bool isSimulated(const at::Tensor& t) { return bufferFor(t).first->device().info().is_simulated; }
 
-// Binds `t` at `index`, or `stand_in` when `t` has no elements (nothing is read then).
-void bindOperand(rt::ComputeEncoder& e, const at::Tensor& t, const at::Tensor& stand_in, int index) {
-  auto [buffer, offset] = bufferFor(t.numel() > 0 ? t : stand_in);
-  e.setBuffer(buffer, offset, index);
+// `t`, or `stand_in` when `t` has no elements or is undefined (nothing is read then):
+// what is bound for an operand.
+const at::Tensor* operand(const at::Tensor& t, const at::Tensor& stand_in) {
+  return t.defined() && t.numel() > 0 ? &t : &stand_in;
 }
 
 void launchGemv(kernels::DType dtype, const at::Tensor& A, const at::Tensor& x, const at::Tensor& y,
@@ -136,15 +137,9 @@ void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, 
   const uint64_t threads = simulated ? 32 : 128;
   const uint64_t gx = (N + shape.cols - 1) / shape.cols, gy = (M + shape.rows - 1) / shape.rows;
   const uint64_t gz = reduce_batches ? 1 : batches;
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    bindOperand(e, A, C, 0);
-    bindOperand(e, B, C, 1);
-    bindOperand(e, C, C, 2);
-    bindOperand(e, (S.defined() && beta != 0.0f) ? S : C, C, 3);
-    e.setBytes(&p, sizeof p, 4);
-    e.dispatchThreadgroups({gx, gy, gz}, {threads, 1, 1});
-  });
+  const at::Tensor& bias = has_bias ? S : C;
+  launch::encodeKernel(stream, pipeline, {operand(A, C), operand(B, C), &C, operand(bias, C)}, p,
+                       launch::Grid::groups(gx, threads, gy, gz));
 }
 
 // y = alpha * A @ x + beta * s for a 2-D A and 1-D x, y, s.
@@ -162,15 +157,9 @@ void launchGemv(kernels::DType dtype, const at::Tensor& A, const at::Tensor& x, 
   Stream& stream = currentStream(y.device().index());
   const rt::ComputePipelinePtr& pipeline = gemv_kernels.pipeline(stream, launch::Variant::Plain, dtype);
   const uint64_t per_group = 64;
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    bindOperand(e, A, y, 0);
-    bindOperand(e, x, y, 1);
-    bindOperand(e, y, y, 2);
-    bindOperand(e, (s.defined() && beta != 0.0f) ? s : y, y, 3);
-    e.setBytes(&p, sizeof p, 4);
-    e.dispatchThreads({static_cast<uint64_t>(M), 1, 1}, {std::min<uint64_t>(per_group, M), 1, 1});
-  });
+  const at::Tensor& bias = s.defined() && beta != 0.0f ? s : y;
+  launch::encodeKernel(stream, pipeline, {operand(A, y), operand(x, y), &y, operand(bias, y)}, p,
+                       launch::Grid::threads(static_cast<uint64_t>(M), per_group));
 }
 
 // The bias of a 2-D product broadcast to (1, M, N) (undefined when beta == 0).

@@ -15,12 +15,14 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <mutex>
 
 #include "allocator.h"
 #include "core/stream_pool.h"
 #include "generator.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 
 namespace metalx {
@@ -65,27 +67,20 @@ void reserveWords(RandomParams& p, const std::optional<at::Generator>& gen, cons
   p.group0 = in.offset / 4;
 }
 
-// Runs `kernels` for dtype `dtype` over the dense tensor `out` (buffer 0), with `p`
-// (buffer 1) and the dense tensors `extra` (buffers 2...). `per_group`: elements one
-// Philox call serves.
+// Runs `kernels` for dtype `dtype` over the dense tensor `out` (buffer 0), the dense
+// tensors `extra` (buffers 1...) and `p` after them. `per_group`: elements one Philox
+// call serves.
 void launchRandom(KernelFamily& kernels, DType dtype, const at::Tensor& out, RandomParams& p,
                   std::initializer_list<at::Tensor> extra = {}, uint64_t per_group = 4) {
   p.count = static_cast<uint64_t>(out.numel());
   const uint64_t groups = (p.count + per_group - 1) / per_group;
   if (groups == 0) return;
   Stream& stream = currentStream(out.device().index());
-  const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, Variant::Plain, dtype);
-  auto [buffer, offset] = bufferFor(out);
-  std::vector<std::pair<rt::BufferPtr, size_t>> bound;
-  for (const at::Tensor& t : extra) bound.push_back(bufferFor(t));
-  const uint64_t threads = std::min<uint64_t>(groups, 256ull * 1024);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(buffer, offset, 0);
-    e.setBytes(&p, sizeof p, 1);
-    for (size_t i = 0; i < bound.size(); ++i) e.setBuffer(bound[i].first, bound[i].second, 2 + i);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-  });
+  std::array<const at::Tensor*, 3> bound{&out};
+  size_t n = 1;
+  for (const at::Tensor& t : extra) bound.at(n++) = &t;
+  launch::encodeKernel(stream, kernels.pipeline(stream, Variant::Plain, dtype), {bound.data(), n}, p,
+                       launch::Grid::threads(std::min<uint64_t>(groups, launch::kGridStrideThreads)));
 }
 
 std::optional<DType> kernelTypeOf(const at::Tensor& t, const KernelFamily& kernels) {

@@ -16,6 +16,7 @@
 #include "core/stream_pool.h"
 #include "cpu_fallback.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 #include "launch/torch_dtype.h"
 
 namespace metalx {
@@ -84,20 +85,11 @@ Tensor& searchsortedOut(const Tensor& sorted, const Tensor& self, bool out_int32
   p.out_int32 = out_int32 ? 1 : 0;
 
   Stream& stream = currentStream(self.device().index());
-  const auto& pipeline = searchKernels.pipeline(stream, launch::Variant::Plain, *type);
-  const auto v = bufferFor(values), b = bufferFor(boundaries), o = bufferFor(out);
-  const auto s = order.defined() ? bufferFor(order) : b;  // unread without a sorter
-  const uint64_t threads = std::min<uint64_t>(p.count, 256ull * 1024);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(v.first, v.second, 0);
-    e.setBuffer(b.first, b.second, 1);
-    e.setBuffer(s.first, s.second, 2);
-    e.setBuffer(o.first, o.second, 3);
-    e.setBytes(&p, sizeof p, 4);
-    e.setBuffer(o.first, o.second, 5);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-  });
+  const Tensor& sorter_or_unread = order.defined() ? order : boundaries;  // unread without a sorter
+  // out is bound twice: as the kernel's int64 and int32 outputs (p.out_int32 picks one).
+  launch::encodeKernel(stream, searchKernels.pipeline(stream, launch::Variant::Plain, *type),
+                       {&values, &boundaries, &sorter_or_unread, &out, &out}, p,
+                       launch::Grid::threads(std::min<uint64_t>(p.count, launch::kGridStrideThreads)));
   if (!out.is_same(result)) result.copy_(out);
   return result;
 }

@@ -143,15 +143,7 @@ void sortLines(const at::Tensor& self, int64_t dim, bool descending, int64_t k, 
     const uint64_t threads =
         std::clamp<uint64_t>(p.block / 2, 1, simulated ? kSimulatedBlockThreads : kMaxGroupThreads);
     const auto& pipeline = block_kernels.pipeline(stream, Variant::Plain, dtype);
-    const auto in = bufferFor(self), kb = bufferFor(keys[0]), pb = bufferFor(pos[0]);
-    stream.encodeCompute([&](rt::ComputeEncoder& e) {
-      e.setComputePipeline(pipeline);
-      e.setBuffer(in.first, in.second, 0);
-      e.setBuffer(kb.first, kb.second, 1);
-      e.setBuffer(pb.first, pb.second, 2);
-      e.setBytes(&p, sizeof p, 3);
-      e.dispatchThreadgroups({groups, 1, 1}, {threads, 1, 1});
-    });
+    launch::encodeKernel(stream, pipeline, {&self, &keys[0], &pos[0]}, p, launch::Grid::groups(groups, threads));
   }
 
   // Lines longer than a block: merge sorted runs of `segment`, 2 * segment, ... pairs.
