@@ -61,8 +61,9 @@ template <typename M> struct mish_op : elementwise_fn {
   M operator()(M x) const { return x * tanh(metalx_softplus(x)); }
 };
 
+// Metal's min/max drop a NaN operand; CPU's hardsigmoid returns NaN for NaN.
 template <typename M> struct hardsigmoid_op : elementwise_fn {
-  M operator()(M x) const { return min(max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+  M operator()(M x) const { return isnan(x) ? x : min(max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
 };
 template <typename M> struct hardswish_op : elementwise_fn {
   M operator()(M x) const { return x * min(max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
