@@ -14,13 +14,6 @@ namespace metalx::rt::testing {
 namespace {
 
 constexpr char kMathKernels[] = "prelude_math.metal";
-// The fixture with pipeline() and queue reachable from the helper below.
-class PreludeMath : public KernelFileTest<kMathKernels> {
- public:
-  using KernelFileTest::pipeline;
-  using KernelFileTest::queue;
-};
-
 enum Fn : uint32_t { kExp, kExp2, kLog, kLog2, kTanh };
 constexpr const char* kNames[] = {"exp", "exp2", "log", "log2", "tanh"};
 
@@ -49,28 +42,32 @@ double floatUlp(double ref) {
   return std::ldexp(1.0, e - 24);
 }
 
-template <class T>
-std::vector<T> run(PreludeMath& t, const char* kernel, const std::vector<T>& src, uint32_t fn) {
-  auto pipe = t.pipeline(kernel);
-  auto in = bufferFrom(src);
-  auto out = dev().newBuffer(src.size() * sizeof(T));
-  auto cb = runCompute(*t.queue, [&](ComputeEncoder& e) {
-    e.setComputePipeline(pipe);
-    e.setBuffer(in, 0, 0);
-    e.setBuffer(out, 0, 1);
-    e.setBytes(&fn, sizeof fn, 2);
-    e.dispatchThreads({src.size(), 1, 1}, {256, 1, 1});
-  });
-  EXPECT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
-  return read<T>(out, src.size());
-}
+// Runs one of the kernels of prelude_math.metal over `src`.
+class PreludeMath : public KernelFileTest<kMathKernels> {
+ protected:
+  template <class T>
+  std::vector<T> run(const char* kernel, const std::vector<T>& src, uint32_t fn) {
+    auto pipe = pipeline(kernel);
+    auto in = bufferFrom(src);
+    auto out = dev().newBuffer(src.size() * sizeof(T));
+    auto cb = runCompute(*queue, [&](ComputeEncoder& e) {
+      e.setComputePipeline(pipe);
+      e.setBuffer(in, 0, 0);
+      e.setBuffer(out, 0, 1);
+      e.setBytes(&fn, sizeof fn, 2);
+      e.dispatchThreads({src.size(), 1, 1}, {256, 1, 1});
+    });
+    EXPECT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
+    return read<T>(out, src.size());
+  }
+};
 
 TEST_F(PreludeMath, FloatWithinTwoUlpOverTheWholeRange) {
   // Every 4093rd bit pattern (both signs, subnormals, NaNs and infinities included).
   std::vector<float> src;
   for (uint64_t u = 0; u < (1ull << 32); u += 4093) src.push_back(fromBits(static_cast<uint32_t>(u)));
   for (uint32_t fn = kExp; fn <= kTanh; ++fn) {
-    const auto got = run(*this, "float_math", src, fn);
+    const auto got = run("float_math", src, fn);
     double worst = 0;
     for (size_t i = 0; i < src.size(); ++i) {
       const double want = reference(fn, src[i]);
@@ -97,7 +94,7 @@ TEST_F(PreludeMath, FloatSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> src = {0.0f, -0.0f, inf, -inf, nan, 1.0f, 89.0f, -104.0f, 0x1p-149f, 8.0f, -1.0f};
-  const auto e = run(*this, "float_math", src, kExp);
+  const auto e = run("float_math", src, kExp);
   EXPECT_EQ(e[0], 1.0f);
   EXPECT_EQ(e[1], 1.0f);
   EXPECT_EQ(e[2], inf);
@@ -106,14 +103,14 @@ TEST_F(PreludeMath, FloatSpecialValues) {
   EXPECT_TRUE(std::isnan(e[4]));
   EXPECT_EQ(e[6], inf);   // overflow
   EXPECT_EQ(e[7], 0.0f);  // underflow past the smallest subnormal
-  const auto e2 = run(*this, "float_math", src, kExp2);
+  const auto e2 = run("float_math", src, kExp2);
   EXPECT_EQ(e2[5], 2.0f);
   EXPECT_EQ(e2[8], 1.0f);
   EXPECT_EQ(e2[3], 0.0f);
   const std::vector<float> pow2 = {-149.0f, -130.0f, -126.0f, 10.0f, 127.0f, 128.0f};
-  const auto p = run(*this, "float_math", pow2, kExp2);  // exact powers of two, subnormals too
+  const auto p = run("float_math", pow2, kExp2);  // exact powers of two, subnormals too
   for (size_t i = 0; i < pow2.size(); ++i) EXPECT_EQ(p[i], std::exp2(pow2[i])) << pow2[i];
-  const auto l = run(*this, "float_math", src, kLog);
+  const auto l = run("float_math", src, kLog);
   EXPECT_EQ(l[0], -inf);
   EXPECT_EQ(l[1], -inf);
   EXPECT_EQ(l[2], inf);
@@ -121,12 +118,12 @@ TEST_F(PreludeMath, FloatSpecialValues) {
   EXPECT_TRUE(std::isnan(l[4]));
   EXPECT_EQ(l[5], 0.0f);
   EXPECT_TRUE(std::isnan(l[10]));
-  const auto l2 = run(*this, "float_math", src, kLog2);
+  const auto l2 = run("float_math", src, kLog2);
   EXPECT_EQ(l2[8], -149.0f);  // the smallest subnormal
   EXPECT_EQ(l2[9], 3.0f);
   EXPECT_EQ(l2[0], -inf);
   EXPECT_TRUE(std::isnan(l2[10]));
-  const auto t = run(*this, "float_math", src, kTanh);
+  const auto t = run("float_math", src, kTanh);
   EXPECT_EQ(t[0], 0.0f);
   EXPECT_FALSE(std::signbit(t[0]));
   EXPECT_EQ(t[1], 0.0f);
@@ -152,7 +149,7 @@ TEST_F(PreludeMath, HalfWithinOneHalfUlp) {
     if (std::isfinite(static_cast<float>(h))) src.push_back(h);
   }
   for (uint32_t fn = kExp; fn <= kTanh; ++fn) {
-    const auto got = run(*this, "half_math", src, fn);
+    const auto got = run("half_math", src, fn);
     for (size_t i = 0; i < src.size(); ++i) {
       const float x = static_cast<float>(src[i]);
       const double want = reference(fn, x);
