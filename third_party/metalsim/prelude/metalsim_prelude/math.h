@@ -9,11 +9,15 @@
 // Vectors: one generic template per function, accepting vecs, swizzle views and
 // scalars (broadcast) in any mix, applying the scalar overload element-wise.
 //
-// Both metal::precise:: and metal::fast:: map to the same (precise, std::) versions: the
-// simulator favours reproducibility over speed. The functions live in the inline
+// Both metal::precise:: and metal::fast:: map to the same (precise) versions: the
+// simulator favours reproducibility over speed. exp, exp2, log, log2 and tanh are the
+// prelude's own straight-line versions (math_branchless.h: within 2 ulp, vectorisable),
+// the rest come from <cmath>. The functions live in the inline
 // namespace metal::precise, so metal::sin, metal::precise::sin and, through a
 // using-directive, metal::fast::sin all name them.
 #pragma once
+
+#include "metalsim_prelude/math_branchless.h"
 
 namespace metal {
 
@@ -135,11 +139,11 @@ using ::abs;
 METALSIM_UNARY_FP(fabs, std::fabs(x))
 METALSIM_UNARY_FP(sqrt, std::sqrt(x))
 METALSIM_UNARY_FP(rsqrt, 1.0f / std::sqrt(x))
-METALSIM_UNARY_FP(exp, std::exp(x))
-METALSIM_UNARY_FP(exp2, std::exp2(x))
+METALSIM_UNARY_FP(exp, detail::exp_f(x))
+METALSIM_UNARY_FP(exp2, detail::exp2_f(x))
 METALSIM_UNARY_FP(exp10, std::pow(10.0f, x))
-METALSIM_UNARY_FP(log, std::log(x))
-METALSIM_UNARY_FP(log2, std::log2(x))
+METALSIM_UNARY_FP(log, detail::log_f(x))
+METALSIM_UNARY_FP(log2, detail::log2_f(x))
 METALSIM_UNARY_FP(log10, std::log10(x))
 METALSIM_UNARY_FP(sin, std::sin(x))
 METALSIM_UNARY_FP(cos, std::cos(x))
@@ -149,7 +153,7 @@ METALSIM_UNARY_FP(acos, std::acos(x))
 METALSIM_UNARY_FP(atan, std::atan(x))
 METALSIM_UNARY_FP(sinh, std::sinh(x))
 METALSIM_UNARY_FP(cosh, std::cosh(x))
-METALSIM_UNARY_FP(tanh, std::tanh(x))
+METALSIM_UNARY_FP(tanh, detail::tanh_f(x))
 METALSIM_UNARY_FP(asinh, std::asinh(x))
 METALSIM_UNARY_FP(acosh, std::acosh(x))
 METALSIM_UNARY_FP(atanh, std::atanh(x))
