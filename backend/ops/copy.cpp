@@ -108,16 +108,11 @@ const rt::ComputePipelinePtr& copyPipeline(Stream& stream, const kernels::Stride
                             [&] { return kernels::stridedCopyKernelName(dst.dtype, src.dtype, plan.flags); });
 }
 
-// Byte copies at least this large take a blit; smaller ones run the copy kernel in the
-// open compute encoder, since a blit ends it (and the next kernel opens another):
-// for a few KB that encoder switch costs more than the copy.
-constexpr size_t kMinBlitBytes = 256 * 1024;
-
 void encodeKernelCopy(Stream& stream, const kernels::StridedView& dst, const kernels::StridedView& src,
                       kernels::CopyFlags flags) {
   const kernels::CopyPlan plan = kernels::planCopy(dst, src, flags);
   if (plan.empty) return;
-  if (const auto& range = plan.bit_range; range && range->bytes >= kMinBlitBytes && range->dst_offset % 4 == 0 &&
+  if (const auto& range = plan.bit_range; range && range->dst_offset % 4 == 0 &&
                                           range->src_offset % 4 == 0 && range->bytes % 4 == 0) {
     stream.encodeBlit([&](rt::BlitEncoder& b) {
       b.copyBuffer(src.buffer, range->src_offset, dst.buffer, range->dst_offset, range->bytes);
