@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 
+#include <c10/util/Exception.h>
+
 #include "core/stream.h"
 #include "launch/dtype.h"
 #include "metalx/runtime/pipeline_cache.h"
@@ -64,6 +66,65 @@ inline constexpr DTypeSet kIntTypes{DType::Int64, DType::Int32, DType::Int16, DT
 inline constexpr DTypeSet kNumberTypes = kFloatTypes | kIntTypes;
 inline constexpr DTypeSet kAllTypes = kNumberTypes | DTypeSet{DType::Bool};
 
+constexpr int kMaxDevices = 64;
+
+// Pipelines of a fixed set of built-in kernels, slot by slot, per device: a slot's
+// kernel is looked up by name once, on its first use on a device, then read with an
+// atomic load (no string, no allocation, no lock). Bounded by construction (kSlots per
+// device); the pipelines live as long as the table.
+template <int kSlots>
+class PipelineSlots {
+ public:
+  PipelineSlots() = default;
+  PipelineSlots(const PipelineSlots&) = delete;
+  PipelineSlots& operator=(const PipelineSlots&) = delete;
+  ~PipelineSlots() {
+    for (auto& t : tables_) delete t.load(std::memory_order_acquire);
+  }
+
+  // The pipeline in `slot` on the stream's device; `name()` gives its kernel's name
+  // (called on the first use only).
+  template <class NameFn>
+  const rt::ComputePipelinePtr& get(Stream& stream, int slot, NameFn&& name) {
+    TORCH_INTERNAL_ASSERT(slot >= 0 && slot < kSlots, "metalx: pipeline slot ", slot, " out of range");
+    Table& t = table(stream.deviceIndex());
+    Slot& s = t.slots[slot];
+    if (s.ready.load(std::memory_order_acquire)) return s.pipeline;
+    std::lock_guard<std::mutex> lock(t.mutex);
+    if (!s.ready.load(std::memory_order_relaxed)) {
+      s.pipeline = stream.pipelines().builtin(name());
+      s.ready.store(true, std::memory_order_release);
+    }
+    return s.pipeline;
+  }
+
+ private:
+  struct Slot {
+    std::atomic<bool> ready{false};
+    rt::ComputePipelinePtr pipeline;
+  };
+  struct Table {
+    std::mutex mutex;  // taken only to fill a slot
+    std::array<Slot, kSlots> slots;
+  };
+  Table& table(int device_index) {
+    TORCH_CHECK(device_index >= 0 && device_index < kMaxDevices, "metalx supports at most ", kMaxDevices,
+                " devices, got device index ", device_index);
+    Table* t = tables_[device_index].load(std::memory_order_acquire);
+    if (t) return *t;
+    std::lock_guard<std::mutex> lock(tables_mutex_);
+    t = tables_[device_index].load(std::memory_order_relaxed);
+    if (!t) {
+      t = new Table();
+      tables_[device_index].store(t, std::memory_order_release);
+    }
+    return *t;
+  }
+
+  std::atomic<Table*> tables_[kMaxDevices] = {};
+  std::mutex tables_mutex_;
+};
+
 class KernelFamily {
  public:
   // `op`: the kernels' name prefix; `dtypes`: the dtypes they exist for; `predicate`:
@@ -74,7 +135,6 @@ class KernelFamily {
       : op_(op), dtypes_(dtypes), predicate_(predicate), opmath_scalar_b_(opmath_scalar_b) {}
   KernelFamily(const KernelFamily&) = delete;
   KernelFamily& operator=(const KernelFamily&) = delete;
-  ~KernelFamily();
 
   const char* op() const { return op_; }
   bool supports(DType t) const { return dtypes_.has(t); }
@@ -86,25 +146,12 @@ class KernelFamily {
   // Its name, as in the built-in library.
   std::string kernelName(Variant variant, DType dtype) const;
 
-  static constexpr int kMaxDevices = 64;
-
  private:
-  struct Slot {
-    std::atomic<bool> ready{false};
-    rt::ComputePipelinePtr pipeline;
-  };
-  struct Table {
-    std::mutex mutex;  // taken only to fill a slot
-    std::array<Slot, kNumVariants * kernels::kNumDTypes> slots;
-  };
-  Table& table(int device_index);
-
   const char* op_;
   DTypeSet dtypes_;
   bool predicate_;
   bool opmath_scalar_b_;
-  std::atomic<Table*> tables_[kMaxDevices] = {};
-  std::mutex tables_mutex_;
+  PipelineSlots<kNumVariants * kernels::kNumDTypes> pipelines_;
 };
 
 }  // namespace metalx::launch

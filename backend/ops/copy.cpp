@@ -45,6 +45,7 @@
 #include "core/stream_pool.h"
 #include "device.h"
 #include "host_wait.h"
+#include "launch/kernel_table.h"
 #include "launch/torch_dtype.h"
 #include "ops/copy/strided_copy.h"
 #include "pinned_memory.h"
@@ -77,7 +78,7 @@ kernels::StridedView viewOf(const at::Tensor& t, const rt::BufferPtr& buffer, si
 }
 
 kernels::StridedView deviceView(const at::Tensor& t) {
-  auto [buffer, offset] = bufferFor(t.data_ptr());
+  auto [buffer, offset] = bufferFor(t);  // from the storage: no registry lookup
   return viewOf(t, buffer, offset);
 }
 
@@ -94,18 +95,32 @@ at::Tensor deviceBytes(int64_t elements, const at::Tensor& like, c10::DeviceInde
                    at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
 }
 
+// The copy kernels' pipelines: one slot per (destination dtype, source dtype) for the
+// converting kernels, one per element size for the byte copies (slot = dtype's, src ==
+// dst), so a copy looks its kernel up without building its name.
+constexpr int kCopySlots = 2 * kernels::kNumDTypes * kernels::kNumDTypes;
+launch::PipelineSlots<kCopySlots> copy_pipelines;
+
+const rt::ComputePipelinePtr& copyPipeline(Stream& stream, const kernels::StridedView& dst,
+                                           const kernels::StridedView& src, const kernels::CopyPlan& plan) {
+  const int pair = static_cast<int>(dst.dtype) * kernels::kNumDTypes + static_cast<int>(src.dtype);
+  return copy_pipelines.get(stream, (plan.bit_copy ? kernels::kNumDTypes * kernels::kNumDTypes : 0) + pair,
+                            [&] { return kernels::stridedCopyKernelName(dst.dtype, src.dtype, plan.flags); });
+}
+
 void encodeKernelCopy(Stream& stream, const kernels::StridedView& dst, const kernels::StridedView& src,
                       kernels::CopyFlags flags) {
-  if (auto range = kernels::denseBitCopyRange(dst, src, flags);
-      range && range->dst_offset % 4 == 0 && range->src_offset % 4 == 0 && range->bytes % 4 == 0) {
+  const kernels::CopyPlan plan = kernels::planCopy(dst, src, flags);
+  if (plan.empty) return;
+  if (const auto& range = plan.bit_range; range && range->dst_offset % 4 == 0 &&
+                                          range->src_offset % 4 == 0 && range->bytes % 4 == 0) {
     stream.encodeBlit([&](rt::BlitEncoder& b) {
       b.copyBuffer(src.buffer, range->src_offset, dst.buffer, range->dst_offset, range->bytes);
     });
     return;
   }
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    kernels::encodeStridedCopy(e, stream.pipelines(), dst, src, flags);
-  });
+  const rt::ComputePipelinePtr& pipeline = copyPipeline(stream, dst, src, plan);
+  stream.encodeCompute([&](rt::ComputeEncoder& e) { kernels::encodePlannedCopy(e, pipeline, plan, dst, src); });
 }
 
 // metalx -> metalx on one device. Partially overlapping memory goes through a
@@ -236,7 +251,7 @@ void copyImpl(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) 
   TORCH_CHECK(isMetalx(self) || isMetalx(dst), "metalx copy called without a metalx tensor");
   if (dst.numel() == 0) return;
   at::assert_no_internal_overlap(dst);
-  const at::Tensor src = self.expand(dst.sizes());
+  const at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
   if (!kernelDType(src.scalar_type()) || !kernelDType(dst.scalar_type())) {
     copyOnCpuInPlace(src, dst);
     return;

@@ -25,31 +25,36 @@ std::string shapeString(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// Called for both views of every copy: the messages are built only when a rule is
+// broken (rt::checkWith), so a valid copy costs comparisons, not string building.
 void checkView(const StridedView& v, const char* which) {
-  std::string who = std::string("strided copy: ") + which;
-  rt::check(isValid(v.dtype), ErrorKind::Validation, who + " has an unknown dtype");
-  rt::check(v.sizes.size() == v.strides.size(), ErrorKind::Validation,
-            who + " has " + std::to_string(v.sizes.size()) + " sizes but " +
-                std::to_string(v.strides.size()) + " strides");
+  auto who = [which] { return std::string("strided copy: ") + which; };
+  rt::checkWith(isValid(v.dtype), ErrorKind::Validation, [&] { return who() + " has an unknown dtype"; });
+  rt::checkWith(v.sizes.size() == v.strides.size(), ErrorKind::Validation, [&] {
+    return who() + " has " + std::to_string(v.sizes.size()) + " sizes but " + std::to_string(v.strides.size()) +
+           " strides";
+  });
   for (size_t d = 0; d < v.sizes.size(); ++d) {
-    rt::check(v.sizes[d] >= 0, ErrorKind::Validation, who + " has a negative size");
-    rt::check(v.strides[d] >= 0, ErrorKind::Validation,
-              who + " has a negative stride " + shapeString(v.strides));
+    rt::checkWith(v.sizes[d] >= 0, ErrorKind::Validation, [&] { return who() + " has a negative size"; });
+    rt::checkWith(v.strides[d] >= 0, ErrorKind::Validation,
+                  [&] { return who() + " has a negative stride " + shapeString(v.strides); });
   }
   if (numelOf(v.sizes) == 0) return;
-  rt::check(v.buffer != nullptr, ErrorKind::Validation, who + " has elements but no buffer");
-  rt::check(v.byte_offset % elementAlignment(v.dtype) == 0, ErrorKind::Validation,
-            who + " byte offset " + std::to_string(v.byte_offset) + " is not a multiple of " +
-                std::to_string(elementAlignment(v.dtype)) + " (" + dtypeName(v.dtype) + ")");
+  rt::checkWith(v.buffer != nullptr, ErrorKind::Validation, [&] { return who() + " has elements but no buffer"; });
+  rt::checkWith(v.byte_offset % elementAlignment(v.dtype) == 0, ErrorKind::Validation, [&] {
+    return who() + " byte offset " + std::to_string(v.byte_offset) + " is not a multiple of " +
+           std::to_string(elementAlignment(v.dtype)) + " (" + dtypeName(v.dtype) + ")";
+  });
   // The last byte the view reaches must be inside the buffer: a kernel never writes
   // or reads outside the memory it was given. (__int128: no overflow for any view.)
   __int128 last = 0;
   for (size_t d = 0; d < v.sizes.size(); ++d) last += __int128(v.sizes[d] - 1) * v.strides[d];
   __int128 end = __int128(v.byte_offset) + (last + 1) * __int128(elementSize(v.dtype));
-  rt::check(end <= __int128(v.buffer->length()), ErrorKind::Validation,
-            who + " " + shapeString(v.sizes) + " with strides " + shapeString(v.strides) +
-                " at byte offset " + std::to_string(v.byte_offset) + " reaches past the end of its " +
-                std::to_string(v.buffer->length()) + "-byte buffer");
+  rt::checkWith(end <= __int128(v.buffer->length()), ErrorKind::Validation, [&] {
+    return who() + " " + shapeString(v.sizes) + " with strides " + shapeString(v.strides) + " at byte offset " +
+           std::to_string(v.byte_offset) + " reaches past the end of its " + std::to_string(v.buffer->length()) +
+           "-byte buffer";
+  });
 }
 
 // The shape without its size-1 dims; strides kept alongside.
@@ -66,22 +71,25 @@ void squeeze(const StridedView& v, std::vector<int64_t>& sizes, std::vector<int6
 std::optional<std::vector<CopyDim>> prepare(const StridedView& dst, const StridedView& src) {
   checkView(dst, "destination");
   checkView(src, "source");
-  rt::check(numelOf(dst.sizes) == numelOf(src.sizes), ErrorKind::Validation,
-            "strided copy: destination " + shapeString(dst.sizes) + " and source " +
-                shapeString(src.sizes) + " have different numbers of elements");
+  rt::checkWith(numelOf(dst.sizes) == numelOf(src.sizes), ErrorKind::Validation, [&] {
+    return "strided copy: destination " + shapeString(dst.sizes) + " and source " + shapeString(src.sizes) +
+           " have different numbers of elements";
+  });
   std::vector<int64_t> sizes, dst_strides, src_sizes, src_strides;
   squeeze(dst, sizes, dst_strides);
   squeeze(src, src_sizes, src_strides);
   if (numelOf(dst.sizes) == 0) return std::nullopt;
-  rt::check(sizes == src_sizes, ErrorKind::Validation,
-            "strided copy: destination " + shapeString(dst.sizes) + " and source " +
-                shapeString(src.sizes) + " differ in shape (expand or reshape the source first)");
-  rt::check(&dst.buffer->device() == &src.buffer->device(), ErrorKind::Validation,
-            "strided copy: destination and source are buffers of different devices");
+  rt::checkWith(sizes == src_sizes, ErrorKind::Validation, [&] {
+    return "strided copy: destination " + shapeString(dst.sizes) + " and source " + shapeString(src.sizes) +
+           " differ in shape (expand or reshape the source first)";
+  });
+  rt::checkWith(&dst.buffer->device() == &src.buffer->device(), ErrorKind::Validation,
+                [] { return "strided copy: destination and source are buffers of different devices"; });
   for (size_t d = 0; d < sizes.size(); ++d)
-    rt::check(dst_strides[d] != 0, ErrorKind::Validation,
-              "strided copy: the destination has stride 0 on a dimension of size " +
-                  std::to_string(sizes[d]) + " (several elements would be written to one place)");
+    rt::checkWith(dst_strides[d] != 0, ErrorKind::Validation, [&] {
+      return "strided copy: the destination has stride 0 on a dimension of size " + std::to_string(sizes[d]) +
+             " (several elements would be written to one place)";
+    });
   return coalesceCopyDims(sizes, dst_strides, src_strides);
 }
 
@@ -123,8 +131,8 @@ LaunchShape chooseLaunchShape(uint64_t n0, uint64_t n1, uint64_t outer, size_t e
   uint64_t tk = std::max(std::min(n0, per_thread), (n0 + max_width - 1) / max_width);
   uint64_t tr = std::min(n1, std::max<uint64_t>(1, per_thread / tk));
   tr = std::max(tr, (n1 + max_height - 1) / max_height);
-  rt::check(tk <= UINT32_MAX && tr <= UINT32_MAX, ErrorKind::Unsupported,
-            "strided copy: dimensions too large for one dispatch");
+  rt::checkWith(tk <= UINT32_MAX && tr <= UINT32_MAX, ErrorKind::Unsupported,
+                [] { return "strided copy: dimensions too large for one dispatch"; });
   LaunchShape s;
   s.tile_inner = uint32_t(tk);
   s.tile_rows = uint32_t(tr);
@@ -176,27 +184,39 @@ std::string stridedCopyKernelName(DType dst, DType src, CopyFlags flags) {
   return std::string("cast_strided_") + kernelTypeName(src) + "_to_" + kernelTypeName(dst);
 }
 
+CopyPlan planCopy(const StridedView& dst, const StridedView& src, CopyFlags flags) {
+  CopyPlan plan;
+  auto dims = prepare(dst, src);
+  if (!dims) return plan;
+  plan.dims = std::move(*dims);
+  plan.flags = effectiveFlags(dst.dtype, flags);
+  plan.bit_copy = isBitCopy(dst.dtype, src.dtype, plan.flags);
+  // Dense and identically laid out: everything merged into one unit-stride dim.
+  const bool dense = plan.dims.empty() ||
+                     (plan.dims.size() == 1 && plan.dims[0].dst_stride == 1 && plan.dims[0].src_stride == 1);
+  if (plan.bit_copy && dense)
+    plan.bit_range = BitCopyRange{dst.byte_offset, src.byte_offset, elementSize(dst.dtype) * size_t(numelOf(dst.sizes))};
+  plan.empty = false;
+  return plan;
+}
+
 std::optional<BitCopyRange> denseBitCopyRange(const StridedView& dst, const StridedView& src,
                                               CopyFlags flags) {
-  auto dims = prepare(dst, src);
-  if (!dims || !isBitCopy(dst.dtype, src.dtype, effectiveFlags(dst.dtype, flags)))
-    return std::nullopt;
-  // Dense and identically laid out: everything merged into one unit-stride dim.
-  bool dense = dims->empty() ||
-               (dims->size() == 1 && (*dims)[0].dst_stride == 1 && (*dims)[0].src_stride == 1);
-  if (!dense) return std::nullopt;
-  size_t bytes = elementSize(dst.dtype) * size_t(numelOf(dst.sizes));
-  return BitCopyRange{dst.byte_offset, src.byte_offset, bytes};
+  return planCopy(dst, src, flags).bit_range;
 }
 
 void encodeStridedCopy(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines,
                        const StridedView& dst, const StridedView& src, CopyFlags flags) {
-  auto prepared = prepare(dst, src);
-  if (!prepared) return;
-  std::vector<CopyDim> dims = std::move(*prepared);
-  flags = effectiveFlags(dst.dtype, flags);
-  uint32_t flag_bits = (flags.negate ? kCopyNegate : 0) | (flags.conjugate ? kCopyConjugate : 0);
-  auto pipeline = pipelines.builtin(stridedCopyKernelName(dst.dtype, src.dtype, flags));
+  const CopyPlan plan = planCopy(dst, src, flags);
+  if (plan.empty) return;
+  encodePlannedCopy(encoder, pipelines.builtin(stridedCopyKernelName(dst.dtype, src.dtype, flags)), plan, dst, src);
+}
+
+void encodePlannedCopy(rt::ComputeEncoder& encoder, const rt::ComputePipelinePtr& pipeline, const CopyPlan& plan,
+                       const StridedView& dst, const StridedView& src) {
+  if (plan.empty) return;
+  const std::vector<CopyDim>& dims = plan.dims;
+  const uint32_t flag_bits = (plan.flags.negate ? kCopyNegate : 0) | (plan.flags.conjugate ? kCopyConjugate : 0);
   bool simulated = dst.buffer->device().info().is_simulated;
 
   if (dims.size() <= size_t(kMaxCopyDims)) {

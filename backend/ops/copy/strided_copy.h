@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "copy_layout.h"
 #include "launch/dtype.h"
 #include "metalx/runtime/buffer.h"
 #include "metalx/runtime/command.h"
@@ -55,6 +56,24 @@ std::optional<BitCopyRange> denseBitCopyRange(const StridedView& dst, const Stri
 inline bool isDenseBitCopy(const StridedView& dst, const StridedView& src, CopyFlags flags = {}) {
   return denseBitCopyRange(dst, src, flags).has_value();
 }
+
+// A copy validated and reduced to its iteration space, once: what both questions above
+// need (whether it is a byte copy, and how to encode it), so a caller asking both pays
+// for one pass over the views. Validates like encodeStridedCopy.
+struct CopyPlan {
+  bool empty = true;                       // zero elements: nothing to encode
+  std::vector<CopyDim> dims;               // coalesceCopyDims of the views
+  CopyFlags flags;                         // the flags that change a value (conj of a real is dropped)
+  bool bit_copy = false;                   // same dtype, no flag: the bytes are copied as they are
+  std::optional<BitCopyRange> bit_range;   // set when it is also one dense byte range
+};
+CopyPlan planCopy(const StridedView& dst, const StridedView& src, CopyFlags flags = {});
+
+// Encodes a planned copy with `pipeline`, the kernel stridedCopyKernelName(dst.dtype,
+// src.dtype, flags) names (callers that copy often keep it instead of looking the name
+// up per copy).
+void encodePlannedCopy(rt::ComputeEncoder& encoder, const rt::ComputePipelinePtr& pipeline, const CopyPlan& plan,
+                       const StridedView& dst, const StridedView& src);
 
 // Encodes dst[i] = flags(convert(src[i])) for every element into `encoder`, with
 // pipelines from `pipelines` (the device's built-in library). Handles any layout the
