@@ -39,8 +39,8 @@ struct BatchNormShape {
 #define BN_GRAD_INPUT 32u
 #define BN_GRAD_WEIGHT 64u
 #define BN_GRAD_BIAS 128u
-#define BN_ROUND_STATS 256u  // apply: the batch's stats rounded to T first, as CPU does for
-                             // half parameters (it stores them in T)
+#define BN_ROUND_STATS 256u  // stats and apply: the batch's stats rounded to T, as CPU does
+                             // for half parameters (it stores them in T)
 
 inline ulong bn_offset(constant BatchNormShape& s, ulong c, ulong k) {
   const ulong n = k / s.spatial, p = k - n * s.spatial;
@@ -57,6 +57,9 @@ inline float group_sum(float v, threadgroup float* shared, uint tid, uint thread
   threadgroup_barrier(mem_flags::mem_threadgroup);  // shared is reused by the next sum
   return total;
 }
+
+template <typename T> inline bool bn_rounds_stats() { return false; }
+template <> inline bool bn_rounds_stats<bfloat>() { return true; }
 
 template <typename T>
 kernel void batch_norm_stats(device const T* in [[buffer(0)]],
@@ -77,13 +80,22 @@ kernel void batch_norm_stats(device const T* in [[buffer(0)]],
     const float d = float(in[bn_offset(s, c, k)]) - mean;
     sq += d * d;
   }
-  const float var_sum = group_sum(sq, shared, tid, s.threads);
+  float var_sum = group_sum(sq, shared, tid, s.threads);
   if (tid != 0) return;
+  // bfloat16 parameters: CPU stores the mean and the sum of squared deviations in T,
+  // and divides that sum by the count in T (BFloat16's division by an integer returns
+  // BFloat16) before invstd and the running variance. Half matches CPU unrounded here
+  // (its upstream instance_norm comparison fails with these roundings).
+  const bool round = (s.flags & BN_ROUND_STATS) && bn_rounds_stats<T>();
+  if (round) var_sum = float(T(var_sum));
+  const float stored_mean = round ? float(T(mean)) : mean;
+  const float var = var_sum / float(count);
   save_mean[c] = mean;
-  save_invstd[c] = 1.0f / sqrt(var_sum / float(count) + s.eps);
+  save_invstd[c] = 1.0f / sqrt((round ? float(T(var)) : var) + s.eps);
   if (s.flags & BN_UPDATE_RUNNING) {
-    const float unbiased = var_sum / float(count > 1 ? count - 1 : count);
-    running_mean[c] = s.momentum * mean + (1.0f - s.momentum) * running_mean[c];
+    float unbiased = var_sum / float(count > 1 ? count - 1 : count);
+    if (round) unbiased = float(T(unbiased));
+    running_mean[c] = s.momentum * stored_mean + (1.0f - s.momentum) * running_mean[c];
     running_var[c] = s.momentum * unbiased + (1.0f - s.momentum) * running_var[c];
   }
 }

@@ -229,15 +229,21 @@ template <typename M> struct copysign_op : elementwise_fn {
 };
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, copysign, copysign_op)
 
-// xlogy: 0 where x is 0 (unless y is NaN).
-template <typename M> struct xlogy_op : elementwise_fn {
-  M operator()(M x, M y) const {
-    if (isnan(y)) return NAN;
-    if (x == 0.0f) return 0.0f;
-    return x * log(y);
-  }
+// xlogy: 0 where x is 0 (unless y is NaN). T is the storage type: CPU's half/bfloat16
+// kernel is scalar code whose log returns the dtype, so log(y) is rounded to T before
+// the product (computing it in float leaves results an ulp off CPU's).
+template <typename T> struct xlogy_rounded {
+  template <typename M> struct op : elementwise_fn {
+    M operator()(M x, M y) const {
+      if (isnan(y)) return NAN;
+      if (x == 0.0f) return 0.0f;
+      return x * M(T(log(y)));
+    }
+  };
 };
-METALX_FOR_FLOATS(METALX_BINARY_KERNELS, xlogy, xlogy_op)
+METALX_BINARY_KERNELS(xlogy, xlogy_rounded<float>::op, float)
+METALX_BINARY_KERNELS(xlogy, xlogy_rounded<half>::op, half)
+METALX_BINARY_KERNELS(xlogy, xlogy_rounded<bfloat>::op, bfloat)
 
 // maximum/minimum propagate NaN; fmax/fmin ignore it.
 template <typename M> struct maximum_op : elementwise_fn {

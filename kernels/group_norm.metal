@@ -20,6 +20,11 @@ struct GroupNormShape {
   uint has_bias;
 };
 
+#define GN_LANES 8u
+inline float gn_tree_sum(thread float* acc) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 template <typename T>
 kernel void group_norm(device const T* in [[buffer(0)]],
                        device const T* weight [[buffer(1)]],
@@ -34,20 +39,27 @@ kernel void group_norm(device const T* in [[buffer(0)]],
   const ulong d = s.channels / s.groups, n = d * s.hw, g = row % s.groups;
   device const T* x = in + row * n;
   device T* y = out + row * n;
-  float sum = 0.0f;
-  for (ulong j = 0; j < n; ++j) sum += float(x[j]);
-  const float mean = sum / float(n);
-  float sq = 0.0f;
+  // Both sums over GN_LANES interleaved accumulators combined as a tree: closer to the
+  // exact statistics than one running sum, as CPU's vectorised moments are (bfloat16
+  // outputs near a tie follow the statistics' last bits).
+  float acc[GN_LANES];
+  for (uint l = 0; l < GN_LANES; ++l) acc[l] = 0.0f;
+  for (ulong j = 0; j < n; ++j) acc[j % GN_LANES] += float(x[j]);
+  const float mean = gn_tree_sum(acc) / float(n);
+  for (uint l = 0; l < GN_LANES; ++l) acc[l] = 0.0f;
   for (ulong j = 0; j < n; ++j) {
     const float v = float(x[j]) - mean;
-    sq += v * v;
+    acc[j % GN_LANES] += v * v;
   }
+  const float sq = gn_tree_sum(acc);
   const float rstd = 1.0f / sqrt(max(sq / float(n), 0.0f) + s.eps);
   for (ulong k = 0; k < d; ++k) {
     const ulong c = g * d + k;
     const float scale = rstd * (s.has_weight ? float(weight[c]) : 1.0f);
     const float shift = (s.has_bias ? float(bias[c]) : 0.0f) - mean * scale;
-    for (ulong j = k * s.hw; j < (k + 1) * s.hw; ++j) y[j] = T(float(x[j]) * scale + shift);
+    // One rounding for x * scale + shift, as CPU's vectorised loop (compiled to a fused
+    // multiply-add) does: rounded twice, bfloat16 outputs near a tie land an ulp off.
+    for (ulong j = k * s.hw; j < (k + 1) * s.hw; ++j) y[j] = T(fma(float(x[j]), scale, shift));
   }
   mean_out[row] = T(mean);
   rstd_out[row] = T(rstd);

@@ -124,11 +124,17 @@ template <typename T> struct sum_red : reduce_fn {
   template <typename O> O project(A a) const { return count == 0.0f ? O(a) : O(float(a) / count); }
   long index(A) const { return 0; }
 };
+// CPU multiplies half and bfloat16 in the dtype itself (its accumulator is scalar_t), so
+// each partial product is rounded to T: a product rounded once from float can be an
+// ulp off CPU's.
+template <typename T, typename A> inline A round_product(A p) { return p; }
+template <> inline float round_product<half, float>(float p) { return float(half(p)); }
+template <> inline float round_product<bfloat, float>(float p) { return float(bfloat(p)); }
 template <typename T> struct prod_red : reduce_fn {
   typedef typename acc_of<T>::type A;
   A identity() const { return A(1); }
   A map(T x, ulong) const { return A(x); }
-  A combine(A a, A b) const { return a * b; }
+  A combine(A a, A b) const { return round_product<T, A>(a * b); }
   A shuffle(A a, ushort d) const { return shuffle_down(a, d); }
   template <typename O> O project(A a) const { return O(a); }
   long index(A) const { return 0; }

@@ -161,11 +161,11 @@ std::tuple<Tensor, Tensor, Tensor> nativeBatchNorm(const Tensor& input, const st
     } else {
       run_mean = mean, run_var = stat;  // not written
     }
+    // Half parameters: CPU keeps the batch's stats (mean and sum of squared deviations)
+    // in the input's dtype and normalises with those.
+    if (*ptype != at::kFloat) s.flags |= kRoundStats;
     encode(stream, stats_kernels.pipeline(stream, Variant::Plain, *type), {&x, &mean, &stat, &run_mean, &run_var}, s,
            true);
-    // Half parameters: CPU keeps the batch's stats in the input's dtype and normalises
-    // with those.
-    if (*ptype != at::kFloat) s.flags |= kRoundStats;
     if (has_running && !run_mean.is_same(*running_mean)) {
       running_mean->copy_(run_mean);
       running_var->copy_(run_var);

@@ -60,7 +60,11 @@ Tensor asGradOf(const Tensor& grad, const Tensor& self) {
 
 Tensor mseLoss(const Tensor& self, const Tensor& target, int64_t reduction) {
   if (!nativeFloat({&self, &target})) return onCpuFallback("aten::mse_loss", self, target, reduction);
-  return reduce((opmath(self) - opmath(target)).square(), reduction, resultType(self, target));
+  // CPU's kernel squares the difference in the dtype: both rounded to it (bfloat16 in
+  // float would be an ulp off CPU's).
+  const c10::ScalarType dtype = resultType(self, target);
+  const Tensor diff = self.to(dtype) - target.to(dtype);
+  return reduce(diff * diff, reduction, dtype);
 }
 
 Tensor mseLossBackward(const Tensor& grad_output, const Tensor& self, const Tensor& target, int64_t reduction) {
@@ -95,9 +99,18 @@ Tensor smoothL1LossBackward(const Tensor& grad_output, const Tensor& self, const
 Tensor huberLoss(const Tensor& self, const Tensor& target, int64_t reduction, double delta) {
   if (!nativeFloat({&self, &target})) return onCpuFallback("aten::huber_loss", self, target, reduction, delta);
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  const c10::ScalarType dtype = resultType(self, target);
+  if (dtype == at::kBFloat16) {
+    // CPU's bfloat16 kernel works in bfloat16: delta rounded to it, each op rounded.
+    const double d = static_cast<double>(static_cast<float>(c10::BFloat16(static_cast<float>(delta))));
+    const Tensor z = (self.to(dtype) - target.to(dtype)).abs();
+    const Tensor loss = at::where(z < d, z * z * 0.5, (z - 0.5 * d) * d);
+    return reduce(loss, reduction, dtype);
+  }
+  // float32, and half, which CPU computes in float.
   const Tensor z = (opmath(self) - opmath(target)).abs();
   const Tensor loss = at::where(z < delta, z.square() * 0.5, (z - 0.5 * delta) * delta);
-  return reduce(loss, reduction, resultType(self, target));
+  return reduce(loss, reduction, dtype);
 }
 
 Tensor huberLossBackward(const Tensor& grad_output, const Tensor& self, const Tensor& target, int64_t reduction,

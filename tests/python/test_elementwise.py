@@ -314,3 +314,17 @@ def test_empty_and_zero_dim_tensors():
     z = torch.tensor(2.0, device=DEV)
     assert_same(z * 3 + torch.tensor(1.0, device=DEV), torch.tensor(7.0))
     assert_native()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_xlogy_rounds_as_cpus_scalar_kernel(dtype):
+    # CPU's half/bfloat16 xlogy is scalar code whose log returns the dtype: log(y) is
+    # rounded before the product.
+    g = torch.Generator().manual_seed(7)
+    x = (torch.rand(40, generator=g) * 9).to(dtype)
+    y = (torch.rand(40, generator=g) * 9 + 0.05).to(dtype)
+    x[:3] = 0
+    y[1] = float("nan")
+    y[5] = float("inf")
+    assert torch.equal(torch.xlogy(x.to(DEV), y.to(DEV)).cpu().nan_to_num(), torch.xlogy(x, y).nan_to_num())
+    assert_native()

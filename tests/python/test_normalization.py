@@ -208,3 +208,28 @@ def test_group_norm_channels_last_and_bad_groups():
     assert_same(F.group_norm(x.to(DEV), 2), F.group_norm(x, 2), rtol=1e-4, atol=1e-5)
     with pytest.raises(RuntimeError, match="divisible by num_groups"):
         F.group_norm(x.to(DEV), 3)
+
+
+def test_bfloat16_batch_instance_and_group_norm_round_as_cpu():
+    # bfloat16 parameters: CPU stores the batch's mean and sum of squared deviations in
+    # bfloat16 before it derives invstd, and group_norm's x * scale + shift is one
+    # fused multiply-add; outputs of a few units land an ulp off otherwise. CPU's own
+    # bfloat16 results are the reference, bit for bit.
+    dt = torch.bfloat16
+    x = sample((6, 5, 7), dt, scale=3.0, shift=2.0, seed=4)
+    w = sample((5,), dt, scale=2.0, shift=1.0, seed=5)
+    b = sample((5,), dt, scale=2.0, shift=0.0, seed=6)
+    rm, rv = sample((5,), dt, seed=7), sample((5,), dt, scale=0.3, shift=1.0, seed=8)
+    rm_dev, rv_dev = rm.to(DEV), rv.to(DEV)
+    ref = F.batch_norm(x, rm, rv, w, b, True, 0.5, 0.6)
+    got = F.batch_norm(x.to(DEV), rm_dev, rv_dev, w.to(DEV), b.to(DEV), True, 0.5, 0.6)
+    assert torch.equal(got.cpu(), ref)
+    assert torch.equal(rm_dev.cpu(), rm) and torch.equal(rv_dev.cpu(), rv)
+    ref = F.instance_norm(x, weight=w, bias=b, eps=0.6)
+    assert torch.equal(F.instance_norm(x.to(DEV), weight=w.to(DEV), bias=b.to(DEV), eps=0.6).cpu(), ref)
+    xg = sample((20, 6, 10, 10), dt, scale=4.0, shift=0.0, seed=9)
+    wg = sample((6,), dt, scale=4.0, shift=0.0, seed=10)
+    bg = sample((6,), dt, scale=4.0, shift=0.0, seed=11)
+    ref = F.group_norm(xg, 6, wg, bg)
+    assert torch.equal(F.group_norm(xg.to(DEV), 6, wg.to(DEV), bg.to(DEV)).cpu(), ref)
+    assert_native()

@@ -88,3 +88,18 @@ def test_losses_float64_run_on_the_cpu_fallback():
     x, y = sample((3, 4)).double(), sample((3, 4), seed=3).double()
     assert_same(F.mse_loss(x.to(DEV), y.to(DEV)), F.mse_loss(x, y))
     assert "aten::mse_loss" in torch.metalx.fallback_stats()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", ["mse", "huber"])
+def test_reduced_precision_losses_round_as_cpu(name, dtype):
+    # CPU's kernels compute these in the dtype itself (half huber in float): each
+    # operation rounded, the delta rounded to the dtype. Values of a few units make a
+    # loss rounded once from float an ulp off; the results must be CPU's bit for bit.
+    fns = {"mse": lambda a, b: F.mse_loss(a, b, reduction="none"),
+           "huber": lambda a, b: F.huber_loss(a, b, reduction="none", delta=0.06528357637981927)}
+    x, y = (sample((400,), seed=3) * 5).to(dtype), (sample((400,), seed=4) * 5).to(dtype)
+    ref = fns[name](x, y)
+    got = fns[name](x.to(DEV), y.to(DEV))
+    assert_same(got, ref, rtol=0, atol=0)
+    assert_native()

@@ -189,3 +189,18 @@ def test_float64_reductions_fall_back():
     check(x.to(DEV).sum(0), x.sum(0))
     assert torch.metalx.fallback_stats() == {"aten::sum.IntList_out": 1}
     torch.metalx.reset_fallback_stats()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dim", [1, 2])
+def test_half_precision_prod_rounds_each_product_as_cpu(dtype, dim):
+    # CPU multiplies half and bfloat16 in the dtype: every partial product is rounded,
+    # so a product rounded once from float is an ulp off. Short rows: CPU's order is
+    # the sequential one there, and the results must be CPU's bit for bit.
+    g = torch.Generator().manual_seed(5)
+    x = (torch.rand(6, 9, 7, generator=g) * 1.5 + 0.5).to(dtype)
+    got = x.to(DEV).prod(dim).cpu()
+    assert torch.equal(got, x.prod(dim))
+    masked = torch.rand(6, 9, 7, generator=g) > 0.3
+    got = torch.masked.prod(x.to(DEV), dim, mask=masked.to(DEV)).cpu()
+    assert torch.equal(got, torch.masked.prod(x, dim, mask=masked))
