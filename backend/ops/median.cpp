@@ -63,7 +63,7 @@ void medianAlongDim(const Tensor& self, int64_t dim_, bool keepdim, Tensor& valu
   indices.copy_(i);
 }
 
-const c10::OperatorHandle& schema(const char* name, const char* overload) {
+c10::OperatorHandle schema(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
 }
 
@@ -74,8 +74,8 @@ Tensor onCpuFallback(const c10::OperatorHandle& op, const Tensor& self) {
 }
 
 Tensor medianAll(const Tensor& self, bool ignore_nan) {
-  static const c10::OperatorHandle& median_op = schema("aten::median", "");
-  static const c10::OperatorHandle& nanmedian_op = schema("aten::nanmedian", "");
+  static const c10::OperatorHandle median_op = schema("aten::median", "");
+  static const c10::OperatorHandle nanmedian_op = schema("aten::nanmedian", "");
   if (self.numel() == 0 || !canSortLines(self)) return onCpuFallback(ignore_nan ? nanmedian_op : median_op, self);
   Tensor values = at::empty({0}, self.options());
   Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
@@ -86,8 +86,8 @@ Tensor medianAll(const Tensor& self, bool ignore_nan) {
 std::tuple<Tensor&, Tensor&> medianDimOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
                                           Tensor& indices, bool ignore_nan) {
   if (!canSortLines(self)) {
-    static const c10::OperatorHandle& median_op = schema("aten::median", "dim_values");
-    static const c10::OperatorHandle& nanmedian_op = schema("aten::nanmedian", "dim_values");
+    static const c10::OperatorHandle median_op = schema("aten::median", "dim_values");
+    static const c10::OperatorHandle nanmedian_op = schema("aten::nanmedian", "dim_values");
     launch::cpuFallbackOut(ignore_nan ? nanmedian_op : median_op, {values, indices}, self, dim, keepdim);
     return {values, indices};
   }

@@ -67,7 +67,7 @@ def test_nan_rules_match_cpu():
     ref = torch.median(x, 1)
     torch.testing.assert_close(med.values.cpu(), ref.values, equal_nan=True)
     # median in a line with NaN: that line's first NaN, as CPU returns it
-    assert med.indices.cpu().tolist() == [1, 0, 2, 0] == ref.indices.tolist()
+    assert med.indices.cpu().tolist() == [1, 0, 3, 0] == ref.indices.tolist()
     nmed = torch.nanmedian(d, 1)
     nref = torch.nanmedian(x, 1)
     torch.testing.assert_close(nmed.values.cpu(), nref.values, equal_nan=True)
@@ -112,7 +112,8 @@ def test_errors_match_cpu():
         torch.median(x, 1, out=bad)
     with pytest.raises(RuntimeError) as got:
         torch.median(x.to(DEV), 1, out=tuple(t.to(DEV) for t in bad))
-    assert str(got.value) == str(cpu.value)
+    # The same check and wording; only the tensor type names differ by device.
+    assert str(got.value).split(" but type")[0] == str(cpu.value).split(" but type")[0]
 
 
 def test_float64_and_empty_run_cpus_kernel():
