@@ -72,6 +72,22 @@ bool addDeviceScalars(MultiTensorCall& call, const c10::Device& device, const st
   return true;
 }
 
+// The part of a fused step's call every optimizer shares: `lists` dense float lists on
+// one metalx device, one float32 step per parameter there (SGD has none), lr (a CPU tensor lr read into
+// `lr`) and the device scalars. False when the kernels cannot take these inputs.
+bool prepareStepCall(MultiTensorCall& call, const std::vector<TensorList>& lists, TensorList steps, double& lr,
+                     const std::optional<Tensor>& lr_tensor, const std::optional<Tensor>& grad_scale,
+                     const std::optional<Tensor>& found_inf) {
+  if (!denseFloatLists(lists)) return false;
+  const c10::Device device = lists[0][0].device();
+  for (const Tensor& s : steps)
+    if (!isDeviceFloat(s, device)) return false;
+  const std::optional<Tensor> device_lr = takeLr(lr_tensor, lr);
+  if (!addDeviceScalars(call, device, device_lr, grad_scale, found_inf)) return false;
+  call.lists = lists;
+  return true;
+}
+
 c10::OperatorHandle op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
 }
@@ -91,14 +107,8 @@ bool runAdam(TensorList params, TensorList grads, TensorList exp_avgs, TensorLis
   if (n == 0) return true;
   std::vector<TensorList> lists = {params, grads, exp_avgs, exp_avg_sqs};
   if (amsgrad) lists.push_back(max_exp_avg_sqs);
-  if (!denseFloatLists(lists)) return false;
-  const c10::Device device = params[0].device();
-  for (const Tensor& s : steps)
-    if (!isDeviceFloat(s, device)) return false;
-  const std::optional<Tensor> device_lr = takeLr(lr_tensor, lr);
   MultiTensorCall call;
-  if (!addDeviceScalars(call, device, device_lr, grad_scale, found_inf)) return false;
-  call.lists = lists;
+  if (!prepareStepCall(call, lists, steps, lr, lr_tensor, grad_scale, found_inf)) return false;
   if (!amsgrad) call.lists.push_back(exp_avg_sqs);  // the kernel reads max_exp_avg_sq only with amsgrad
   call.lists.push_back(steps);
   const double f[] = {lr, beta1, beta2, weight_decay, eps};
@@ -148,12 +158,8 @@ bool runSgd(TensorList params, TensorList grads, TensorList momentum_buffers, do
   if (n == 0) return true;
   std::vector<TensorList> lists = {params, grads};
   if (has_momentum) lists.push_back(momentum_buffers);
-  if (!denseFloatLists(lists)) return false;
-  const c10::Device device = params[0].device();
-  const std::optional<Tensor> device_lr = takeLr(lr_tensor, lr);
   MultiTensorCall call;
-  if (!addDeviceScalars(call, device, device_lr, grad_scale, found_inf)) return false;
-  call.lists = lists;
+  if (!prepareStepCall(call, lists, /*steps=*/{}, lr, lr_tensor, grad_scale, found_inf)) return false;
   if (!has_momentum) call.lists.push_back(params);  // not read without momentum
   const double f[] = {weight_decay, momentum, lr, dampening};
   for (int k = 0; k < 4; ++k) call.args.f[k] = static_cast<float>(f[k]);
@@ -194,15 +200,8 @@ bool runAdagrad(TensorList params, TensorList grads, TensorList state_sums, Tens
   TORCH_CHECK(grads.size() == n && state_sums.size() == n && steps.size() == n,
               "fused Adagrad: params, grads, state_sums and state_steps must have the same length");
   if (n == 0) return true;
-  std::vector<TensorList> lists = {params, grads, state_sums};
-  if (!denseFloatLists(lists)) return false;
-  const c10::Device device = params[0].device();
-  for (const Tensor& s : steps)
-    if (!isDeviceFloat(s, device)) return false;
-  const std::optional<Tensor> device_lr = takeLr(lr_tensor, lr);
   MultiTensorCall call;
-  if (!addDeviceScalars(call, device, device_lr, grad_scale, found_inf)) return false;
-  call.lists = lists;
+  if (!prepareStepCall(call, {params, grads, state_sums}, steps, lr, lr_tensor, grad_scale, found_inf)) return false;
   call.lists.push_back(steps);
   const double f[] = {lr, lr_decay, weight_decay, eps};
   for (int k = 0; k < 4; ++k) call.args.f[k] = static_cast<float>(f[k]);
