@@ -315,15 +315,5 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 
-// Ops that would not reach the boxed fallback on their own: they have a
-// CompositeExplicitAutograd kernel, which PrivateUse1 uses when it has none of its own.
-// (conj_physical_, whose composite calls a DispatchStub metalx has no entry in, has a
-// metalx kernel now: backend/ops/unary.cpp.)
-// - mode.values (torch.mode(x, out=...)): its composite refuses every device but CPU,
-//   CUDA and XPU ("mode only supports CPU, CUDA and XPU device type").
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
-}
-
 }  // namespace
 }  // namespace metalx

@@ -7,8 +7,8 @@
 //   the output, each element's run number to its position (inverse) and each run's start
 //   (counts are differences of starts).
 // The number of distinct values sizes the output: one synchronisation, as CPU and CUDA.
-// CPU's unique sorts whatever `sorted` says, and so does this. unique_consecutive along a
-// dim, and dtypes without sort kernels, run on the CPU fallback.
+// CPU's unique sorts whatever `sorted` says, and so does this. Dtypes without sort kernels
+// run on the CPU fallback; the forms along a dim are in unique_dim.cpp.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -80,8 +80,11 @@ Result unique2(const Tensor& self, bool sorted, bool return_inverse, bool return
 }
 
 Result uniqueConsecutive(const Tensor& self, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
-  if (dim.has_value() || !canSortLines(self))
-    return fallback("aten::unique_consecutive", "", self, return_inverse, return_counts, dim);
+  // Along a dim (but dim 0 of a vector, which is all elements) it is unique_dim_consecutive,
+  // as CPU's kernel routes it (unique_dim.cpp).
+  if (dim.has_value() && !(*dim == 0 && self.dim() == 1))
+    return at::unique_dim_consecutive(self, *dim, return_inverse, return_counts);
+  if (!canSortLines(self)) return fallback("aten::unique_consecutive", "", self, return_inverse, return_counts, dim);
   if (self.numel() == 0) return emptyResult(self, return_inverse);
   return uniqueOfRuns(self.reshape({-1}), Tensor(), self.sizes(), return_inverse, return_counts);
 }
