@@ -1,6 +1,7 @@
 // linspace.out on the device for float32, float16 and bfloat16 (kernels/linspace.metal,
 // which rounds as CPU's kernel does); the factory and Tensor-bound forms reach it
-// through torch's composites. Integer outputs (CPU computes them in double) and
+// through torch's composites. Integer outputs (CPU computes them in double, its vector
+// width and thread chunks deciding where it truncates: see the README) and
 // float64/complex run CPU's kernel on the fallback. Errors are CPU's.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
