@@ -162,6 +162,8 @@ void SimCommandBuffer::finish(CommandBufferStatus final_status, const std::strin
   // thread that encoded it: freeing it here, on the queue's thread, would hand the
   // encoding thread's memory across threads and make both contend in malloc.
   for (auto& command : commands_) std::visit([](auto& c) { c.releaseReferences(); }, command);
+  retained_buffers_.clear();
+  retained_pipelines_.clear();
   // Handlers see the final status, and run before waiters wake: callers rely on their
   // effects once waitUntilCompleted() returns (e.g. the allocator reusing blocks).
   status_.store(final_status, std::memory_order_release);

@@ -46,6 +46,14 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
   DispatchCommand& appendDispatch() {
     return std::get<DispatchCommand>(commands_.emplace_back(std::in_place_type<DispatchCommand>));
   }
+  // Keeps `buffer` / `pipeline` alive until the command buffer finishes, as a Metal
+  // command buffer retains what its commands use. Each distinct one is retained once
+  // (recent ones are checked), so a dispatch adds no reference count that the queue's
+  // thread must drop again: a count shared by the encoding and the executing thread
+  // bounces between their cores, which cost more than the rest of recording a small
+  // dispatch (bench/README.md, small-op section).
+  void retain(const metalx::rt::BufferPtr& buffer) { retainOnce(retained_buffers_, buffer); }
+  void retain(const std::shared_ptr<SimPipeline>& pipeline) { retainOnce(retained_pipelines_, pipeline); }
   void encoderEnded(SimEncoderBase* encoder);
   void encoderAbandoned(SimEncoderBase* encoder, const std::string& what);
   // "command buffer 'label'" for messages.
@@ -56,6 +64,15 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
 
  private:
   void finish(metalx::rt::CommandBufferStatus final_status, const std::string& error);
+  template <class Ptr>
+  static void retainOnce(std::vector<Ptr>& retained, const Ptr& p) {
+    // The last few only: a repeat further back is retained twice, which is harmless.
+    constexpr size_t kRecent = 16;
+    const size_t n = retained.size(), from = n > kRecent ? n - kRecent : 0;
+    for (size_t i = n; i-- > from;)
+      if (retained[i].get() == p.get()) return;
+    retained.push_back(p);
+  }
 
   std::shared_ptr<SimQueue> queue_;
   metalx::rt::validation::CommandBufferRules rules_;  // label, open encoder, committed
@@ -63,6 +80,8 @@ class SimCommandBuffer final : public metalx::rt::CommandBuffer,
   static constexpr size_t kReservedCommands = 16;
   std::vector<Command> commands_;
   std::vector<std::function<void(metalx::rt::CommandBuffer&)>> handlers_;
+  std::vector<metalx::rt::BufferPtr> retained_buffers_;           // see retain()
+  std::vector<std::shared_ptr<SimPipeline>> retained_pipelines_;
   ExclusiveUse use_;
 
   std::atomic<metalx::rt::CommandBufferStatus> status_{metalx::rt::CommandBufferStatus::NotEnqueued};

@@ -19,16 +19,33 @@ struct DispatchCommand {
   // User-provided, so that making one in place (value-initialisation) does not zero the
   // whole command first: only the members with initialisers below are set.
   DispatchCommand() {}  // NOLINT(modernize-use-equals-default)
-  std::shared_ptr<SimPipeline> pipeline;
+  // The pipeline and buffers are kept alive by the command buffer, which retains each
+  // distinct one once (SimCommandBuffer::retain): no reference count per command.
+  SimPipeline* pipeline = nullptr;
   kabi::Launch launch{};                  // buffer pointers resolved at execution
   kabi::U3 groups{};                      // threadgroups in the grid
   struct Binding {
     uint32_t index;
-    metalx::rt::BufferPtr buffer;         // null for inline bytes
+    metalx::rt::Buffer* buffer;           // null for inline bytes
     size_t offset;                        // into buffer, or into inline_bytes
     size_t length;                        // bytes of inline data (0 for a buffer)
   };
-  std::vector<Binding> bindings;          // only the indices the kernel declares
+  // The bindings of the indices the kernel declares: the first kInlineBindings in the
+  // command itself (every elementwise and most other kernels take fewer), so recording
+  // a dispatch allocates nothing for them; the rest, if any, in more_bindings.
+  static constexpr uint32_t kInlineBindings = 8;
+  Binding inline_bindings[kInlineBindings];
+  std::vector<Binding> more_bindings;
+  uint32_t binding_count = 0;
+  void addBinding(Binding b) {
+    if (binding_count < kInlineBindings) inline_bindings[binding_count] = std::move(b);
+    else more_bindings.push_back(std::move(b));
+    ++binding_count;
+  }
+  Binding& binding(uint32_t i) { return i < kInlineBindings ? inline_bindings[i] : more_bindings[i - kInlineBindings]; }
+  const Binding& binding(uint32_t i) const {
+    return i < kInlineBindings ? inline_bindings[i] : more_bindings[i - kInlineBindings];
+  }
   // setBytes data, each at a 16-byte aligned offset: in small_bytes when it fits (most
   // kernels take a few scalars), so recording a dispatch allocates nothing for them.
   static constexpr size_t kSmallBytes = 128;
@@ -41,10 +58,7 @@ struct DispatchCommand {
   // runs: whether it has passed its deadline.
   const std::atomic<bool>* expired = nullptr;
   std::string encoder_label;
-  void releaseReferences() {
-    pipeline.reset();
-    for (auto& b : bindings) b.buffer.reset();
-  }
+  void releaseReferences() {}  // the command buffer holds them
 };
 
 struct CopyCommand {

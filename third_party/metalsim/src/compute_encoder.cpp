@@ -1,5 +1,6 @@
 // A simulated MTLComputeCommandEncoder (see encoders.h).
 #include <cstring>
+#include <typeinfo>
 
 #include "device.h"
 #include "encoders.h"
@@ -23,10 +24,17 @@ void SimComputeEncoder::endEncoding() {
 void SimComputeEncoder::setComputePipeline(const metalx::rt::ComputePipelinePtr& pipeline) {
   ExclusiveUse::Scope scope(use_, "a compute encoder");
   requireOpen("setComputePipeline");
-  auto* sim = dynamic_cast<SimPipeline*>(pipeline.get());
-  if (!sim || &sim->device() != &cb_->device())
-    throw Error(ErrorKind::Validation, "setComputePipeline: the pipeline belongs to another device than the " + where());
-  if (pipeline_.get() != sim) pipeline_ = std::static_pointer_cast<SimPipeline>(pipeline);
+  // The pipeline already set was checked when it was set (and is kept alive by it):
+  // setting it again, as a stream of one op does, costs no type check and no reference.
+  if (!pipeline || pipeline_.get() != pipeline.get()) {
+    // SimPipeline is final: comparing the dynamic type is the whole of a dynamic_cast.
+    auto* sim = pipeline && typeid(*pipeline) == typeid(SimPipeline) ? static_cast<SimPipeline*>(pipeline.get())
+                                                                     : nullptr;
+    if (!sim || &sim->device() != &cb_->device())
+      throw Error(ErrorKind::Validation,
+                  "setComputePipeline: the pipeline belongs to another device than the " + where());
+    pipeline_ = std::static_pointer_cast<SimPipeline>(pipeline);
+  }
   bound_.pipelineSet();
 }
 
@@ -35,11 +43,15 @@ void SimComputeEncoder::setBuffer(const metalx::rt::BufferPtr& buffer, size_t of
   const char* op = "setBuffer";
   requireOpen(op);
   rules::bindingIndex(index, metalx::rt::kMaxBufferBindings, op);
-  checkBufferDevice(buffer, op);
+  Slot& s = slots_[index];
+  // A buffer already in this slot was checked when it was bound (and the slot keeps it
+  // alive, so the pointer is still that buffer): rebinding it, at another offset or
+  // not, skips the device check and the reference count.
+  const bool rebound = buffer && s.buffer.get() == buffer.get();
+  if (!rebound) checkBufferDevice(buffer, op);
   rules::bufferOffset(offset, buffer->length(), index);
   bound_.bufferBound(index);
-  Slot& s = slots_[index];
-  s.buffer = buffer;
+  if (!rebound) s.buffer = buffer;
   s.offset = offset;
   s.bytes.clear();
 }
@@ -98,7 +110,8 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
     if (!s.buffer) inline_size = (inline_size + 15) / 16 * 16 + s.bytes.size();
   }
   DispatchCommand& cmd = cb_->appendDispatch();
-  cmd.bindings.reserve(binding_count);
+  if (binding_count > DispatchCommand::kInlineBindings)
+    cmd.more_bindings.reserve(binding_count - DispatchCommand::kInlineBindings);
   cmd.inline_size = inline_size;
   if (inline_size > DispatchCommand::kSmallBytes) cmd.large_bytes.resize(inline_size);
   unsigned char* bytes = cmd.inlineBytes();
@@ -108,18 +121,20 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
     if (param.bind == kabi::Bind::Buffer) {
       Slot& s = slots_[param.index];
       if (s.buffer) {
-        cmd.bindings.push_back({param.index, s.buffer, s.offset, 0});
+        cb_->retain(s.buffer);
+        cmd.addBinding({param.index, s.buffer.get(), s.offset, 0});
       } else {
         at = (at + 15) / 16 * 16;
         std::memcpy(bytes + at, s.bytes.data(), s.bytes.size());
-        cmd.bindings.push_back({param.index, nullptr, at, s.bytes.size()});
+        cmd.addBinding({param.index, nullptr, at, s.bytes.size()});
         at += s.bytes.size();
       }
     } else if (param.bind == kabi::Bind::Threadgroup) {
       cmd.threadgroup_lengths[param.index] = bound_.threadgroup_lengths[param.index];
     }
   }
-  cmd.pipeline = pipeline_;
+  cb_->retain(pipeline_);
+  cmd.pipeline = pipeline_.get();
   cmd.launch.threads_per_grid = {uint32_t(threads.width), uint32_t(threads.height), uint32_t(threads.depth)};
   cmd.launch.threads_per_threadgroup = {uint32_t(per_group.width), uint32_t(per_group.height),
                                         uint32_t(per_group.depth)};

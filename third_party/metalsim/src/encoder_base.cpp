@@ -1,4 +1,6 @@
 // What compute and blit encoders share: their life cycle and common checks.
+#include <typeinfo>
+
 #include "device.h"
 #include "encoders.h"
 #include "memory.h"
@@ -31,7 +33,8 @@ void SimEncoderBase::doEnd() {
 void SimEncoderBase::checkBufferDevice(const metalx::rt::BufferPtr& buffer,
                                        const char* operation) const {
   if (!buffer) throw Error(ErrorKind::Validation, std::string(operation) + ": buffer is null");
-  auto* sim = dynamic_cast<SimBuffer*>(buffer.get());
+  // SimBuffer is final: comparing the dynamic type is the whole of a dynamic_cast.
+  auto* sim = typeid(*buffer) == typeid(SimBuffer) ? static_cast<SimBuffer*>(buffer.get()) : nullptr;
   if (!sim || &sim->simDevice() != &cb_->device())
     throw Error(ErrorKind::Validation, std::string(operation) +
                                            ": the buffer belongs to another device than the " + where());

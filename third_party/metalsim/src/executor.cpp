@@ -443,8 +443,10 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
   w.dispatch = &d;
   w.loop_thread = nullptr;
   if (d.pipeline->kernels().checked()) {
-    for (const auto& b : d.bindings)
+    for (uint32_t i = 0; i < d.binding_count; ++i) {
+      const DispatchCommand::Binding& b = d.binding(i);
       w.bound_lengths[b.index] = b.buffer ? b.buffer->length() - b.offset : b.length;
+    }
     for (uint32_t i = 0; i < kabi::kMaxBindings; ++i)
       w.bound_lengths[kabi::kMaxBindings + i] = d.threadgroup_lengths[i];
   }
@@ -495,9 +497,11 @@ const kabi::HostApi& hostApi() { return api(); }
 const checked_abi::Api& checkedApi() { return checkedTable(); }
 
 void runDispatch(DispatchCommand& d) {
-  for (auto& b : d.bindings)
+  for (uint32_t i = 0; i < d.binding_count; ++i) {
+    const DispatchCommand::Binding& b = d.binding(i);
     d.launch.buffers[b.index] = b.buffer ? static_cast<unsigned char*>(b.buffer->contents()) + b.offset
                                          : d.inlineBytes() + b.offset;
+  }
   if (d.pipeline->kernels().checked() && config().kernel_timeout_s > 0) {
     Watchdog::Deadline deadline(Watchdog::instance(), config().kernel_timeout_s);
     d.expired = &deadline.flag();
