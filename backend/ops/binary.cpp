@@ -2,6 +2,7 @@
 // kernels/binary.metal through the elementwise launcher, with torch's meta functions
 // deciding broadcasting, type promotion and out= rules (backend/launch/structured.h).
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/add_meta.h>
 #include <ATen/ops/atan2_meta.h>
 #include <ATen/ops/bitwise_and_meta.h>
@@ -212,13 +213,56 @@ const at::Scalar& checkedExponent(const at::Tensor& self, const at::Scalar& expo
               "Integers to negative integer powers are not allowed.");
   return exponent;
 }
+// CPU answers pow(complex tensor, s) for these exponents with other kernels, not with its
+// general complex pow, exp(s log z): so 1j ** 2 is exactly -1 there (not cos(pi) + i
+// sin(pi)) and inf and NaN parts behave as in those kernels. metalx does the same.
+enum class ComplexPow { General, Zero, One, Sqrt, Rsqrt, Reciprocal, Square, Cube, InverseSquare };
+
+ComplexPow complexPowCase(const at::Tensor& self, const at::Scalar& e) {
+  if (!self.is_complex()) return ComplexPow::General;
+  if (e.equal(0.0) || e.equal(false)) return ComplexPow::Zero;
+  if (e.equal(1.0) || e.equal(true)) return ComplexPow::One;
+  if (e.equal(0.5)) return ComplexPow::Sqrt;
+  if (e.equal(-0.5)) return ComplexPow::Rsqrt;
+  if (e.equal(-1.0)) return ComplexPow::Reciprocal;
+  if (e.equal(2.0)) return ComplexPow::Square;
+  if (e.equal(3.0)) return ComplexPow::Cube;
+  if (e.equal(-2.0)) return ComplexPow::InverseSquare;
+  return ComplexPow::General;
+}
+
+at::Tensor complexPow(const at::Tensor& self, ComplexPow c) {
+  switch (c) {
+    case ComplexPow::Zero: return at::ones_like(self);
+    case ComplexPow::One: return self.clone();
+    case ComplexPow::Sqrt: return at::sqrt(self);
+    case ComplexPow::Rsqrt: return at::rsqrt(self);
+    case ComplexPow::Reciprocal: return at::reciprocal(self);
+    case ComplexPow::Square: return at::mul(self, self);
+    case ComplexPow::Cube: return at::mul(at::mul(self, self), self);
+    case ComplexPow::InverseSquare: return at::reciprocal(at::mul(self, self));
+    case ComplexPow::General: break;
+  }
+  TORCH_INTERNAL_ASSERT(false, "complexPow: no special case");
+}
+
 at::Tensor powTensorScalar(const at::Tensor& self, const at::Scalar& exponent) {
+  const ComplexPow c = complexPowCase(self, exponent);
+  if (c != ComplexPow::General) return complexPow(self, c);
   return pow_functional(self, wrappedScalar(checkedExponent(self, exponent)));
 }
 at::Tensor& powTensorScalarInplace(at::Tensor& self, const at::Scalar& exponent) {
+  const ComplexPow c = complexPowCase(self, exponent);
+  if (c != ComplexPow::General) return self.copy_(complexPow(self, c));
   return pow_inplace(self, wrappedScalar(checkedExponent(self, exponent)));
 }
 at::Tensor& powTensorScalarOut(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& out) {
+  const ComplexPow c = complexPowCase(self, exponent);
+  if (c != ComplexPow::General && out.scalar_type() == self.scalar_type() && out.device() == self.device()) {
+    const at::Tensor result = complexPow(self, c);
+    at::native::resize_output(out, result.sizes());
+    return out.copy_(result);
+  }
   return pow_out(self, wrappedScalar(checkedExponent(self, exponent)), out);
 }
 

@@ -234,3 +234,24 @@ def test_complex128_prod_tan_tanh_stay_on_the_fallback():
         torch.metalx.reset_fallback_stats()
         assert_same(getattr(torch, op)(x.to(DEV)), getattr(torch, op)(x))
         assert f"aten::{op}.out" in torch.metalx.fallback_stats()
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 0.5, -0.5, -1, 2, 3, -2, True])
+def test_pow_with_the_exponents_cpu_answers_with_other_kernels(exponent):
+    # CPU computes pow(complex, s) for these s with fill/copy/sqrt/rsqrt/reciprocal and
+    # products, not exp(s log z): 1j ** 2 is exactly -1, and inf/nan parts follow those
+    # kernels. torch.square is pow(x, 2).
+    values = SPECIAL[(SPECIAL.real.abs() != 1e30) & (SPECIAL.imag.abs() != 1e30)]
+    ref = torch.pow(values, exponent)
+    got = torch.pow(values.to(DEV), exponent)
+    assert_same(got, ref)
+    in_place = values.to(DEV)
+    in_place.pow_(exponent)
+    assert_same(in_place, ref)
+    out = torch.empty(0, dtype=C64, device=DEV)
+    torch.pow(values.to(DEV), exponent, out=out)
+    assert_same(out, ref)
+    if exponent == 2:
+        assert_same(torch.square(values.to(DEV)), torch.square(values))
+        assert torch.equal(torch.pow(torch.tensor([1j], device=DEV), 2).cpu(), torch.tensor([-1 + 0j]))
+    assert_native()
