@@ -24,20 +24,27 @@ template <typename M> inline M clamp_above(M x, M hi) {
   return x > hi ? hi : x;
 }
 
-// Scalar bounds: scalar 0 = min, 1 = max, 2 = has min, 3 = has max.
+// Scalar bounds: scalar 0 = min, 1 = max, 2 = has min, 3 = has max. The bounds are
+// uniform, so their cases are settled once in load(): a missing bound becomes the
+// type's infinity (or extreme), and a NaN bound, which makes every result NaN, turns
+// into a factor of NaN instead of 1. What remains per element is two compares and
+// selects and a multiply, with no branch (relu is clamp_min(x, 0)): a GPU runs it
+// without divergence, the simulator's compiler as vector code (a select between the
+// result and a NaN stayed a branch there, and the loop scalar).
 template <typename M> struct clamp_scalar_op : elementwise_fn {
-  M lo, hi;
-  bool has_lo, has_hi;
+  M lo, hi, nan_factor;
   void load(constant OpScalars& k) {
-    lo = scalar_arg<M>(k, 0);
-    hi = scalar_arg<M>(k, 1);
-    has_lo = k.i[2] != 0;
-    has_hi = k.i[3] != 0;
+    lo = k.i[2] != 0 ? scalar_arg<M>(k, 0)
+                     : (numeric_limits<M>::has_infinity ? -numeric_limits<M>::infinity() : numeric_limits<M>::lowest());
+    hi = k.i[3] != 0 ? scalar_arg<M>(k, 1)
+                     : (numeric_limits<M>::has_infinity ? numeric_limits<M>::infinity() : numeric_limits<M>::max());
+    nan_factor = lo != lo ? lo : (hi != hi ? hi : M(1));
   }
   M operator()(M x) const {
-    if (has_lo) x = clamp_below(x, lo);
-    if (has_hi) x = clamp_above(x, hi);
-    return x;
+    // A NaN x fails both compares and stays NaN; x * 1 is x exactly (-0 included).
+    x = x < lo ? lo : x;
+    x = x > hi ? hi : x;
+    return x * nan_factor;
   }
 };
 METALX_FOR_NUMBERS(METALX_UNARY_KERNELS, clamp_scalar, clamp_scalar_op)

@@ -266,6 +266,44 @@ def test_ternary_ops_match_cpu():
     assert_native()
 
 
+# The scalar-bound clamp kernel turns a missing bound into infinity (or the integer
+# type's extreme) and a NaN bound into a NaN factor: each case against CPU, with the
+# sign of zero checked bit for bit (x * 1 must keep -0.0).
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_scalar_clamp_edge_cases_match_cpu_bit_for_bit(dtype):
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([nan, inf, -inf, -0.0, 0.0, -2.5, 2.5, 1e30 if dtype != torch.float16 else 6e4], dtype=dtype)
+    d = x.to(DEV)
+    cases = [
+        lambda t: t.clamp(min=0), lambda t: t.clamp(max=0), lambda t: t.clamp(-1, 1), lambda t: t.clamp(2, -2),
+        lambda t: t.clamp(min=nan), lambda t: t.clamp(max=nan), lambda t: t.clamp(0, nan), lambda t: t.clamp(nan, 0),
+        lambda t: t.clamp(min=-inf), lambda t: t.clamp(max=inf), lambda t: t.clamp(min=-0.0), torch.relu,
+        lambda t: t.clamp_min(-3), lambda t: t.clamp_max(3), lambda t: F.relu6(t), lambda t: F.hardtanh(t, -0.5, 0.5),
+    ]
+    for f in cases:
+        got, ref = f(d).cpu(), f(x)
+        assert got.dtype == ref.dtype
+        # Bit equality, NaN payloads aside: same NaN positions, same values and zero signs.
+        assert torch.equal(got.isnan(), ref.isnan())
+        keep = ~ref.isnan()
+        assert torch.equal(got[keep], ref[keep]) and torch.equal(got[keep].signbit(), ref[keep].signbit())
+    r = d.clone()
+    r.relu_()
+    assert torch.equal(r.cpu().signbit(), torch.relu(x).signbit())
+    assert_native()
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_scalar_clamp_of_integers_keeps_the_extremes(dtype):
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.min, info.min + 1, -1 if info.min < 0 else 0, 0, 1, info.max - 1, info.max], dtype=dtype)
+    d = x.to(DEV)
+    for f in (lambda t: t.clamp(min=0), lambda t: t.clamp(max=1), lambda t: t.clamp(-1 if info.min < 0 else 0, 1),
+              lambda t: t.clamp(5, 2), torch.relu, lambda t: t.clamp_min(info.min), lambda t: t.clamp_max(info.max)):
+        assert_same(f(d), f(x))
+    assert_native()
+
+
 ACTIVATIONS = {
     "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
     "mish": F.mish, "elu": F.elu, "selu": F.selu, "celu": F.celu, "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
