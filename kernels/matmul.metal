@@ -268,6 +268,40 @@ METAL_FUNC void mm_panel(thread simdgroup_float8x8 (&d)[TM][TN], const float* a,
   }
 }
 
+// Lane 0's whole-block fragment work, one loop instead of a SIMD-group call per
+// fragment on each of the 32 lanes (whose per-call counting and flag updates cost
+// more than a short K step's products): zeroing, and storing the fragments as a
+// dense block (row stride ld). Every lane counts one call for each (the caller's
+// MM_ZERO(marker)).
+template <int TM, int TN>
+METAL_FUNC void mm_zero_all(thread simdgroup_float8x8 (&d)[TM][TN]) {
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) __builtin_memset((void*)&d[i][j], 0, sizeof d[i][j]);  // spread = false too
+}
+// acc = I * part + acc per fragment, the arithmetic of simdgroup_multiply_accumulate
+// with the identity (the prelude's mma8_f32: rows as vectors, products in the order of
+// k), so the chunked sums round as the #else branch's do (I * inf is NaN there too).
+template <int TM, int TN>
+METAL_FUNC void mm_add_all(thread simdgroup_float8x8 (&acc)[TM][TN], thread simdgroup_float8x8 (&part)[TM][TN]) {
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) {
+      mm_v8 brow[8];
+      for (int k = 0; k < 8; ++k) __builtin_memcpy(&brow[k], &part[i][j].e[k][0], 32);
+      for (int r = 0; r < 8; ++r) {
+        mm_v8 row;
+        __builtin_memcpy(&row, &acc[i][j].e[r][0], 32);
+        for (int k = 0; k < 8; ++k) row += (r == k ? 1.0f : 0.0f) * brow[k];
+        __builtin_memcpy(&acc[i][j].e[r][0], &row, 32);
+      }
+    }
+}
+template <int TM, int TN>
+METAL_FUNC void mm_store_all(thread simdgroup_float8x8 (&d)[TM][TN], float* out, long ld) {
+  for (int i = 0; i < TM; ++i)
+    for (int r = 0; r < 8; ++r)
+      for (int j = 0; j < TN; ++j) __builtin_memcpy(out + (i * 8 + r) * ld + j * 8, &d[i][j].e[r][0], 32);
+}
+
 // Prefetches the tile a K step will stage or read next (rows x cols at (r0, c0), inside
 // the matrix): its rows' cache lines when rows are contiguous, else its columns'.
 template <typename T>
@@ -304,22 +338,39 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // of sqrt(K) for one running sum, so that long K stays as close to the exact result as
   // CPU BLAS's blocked sums are. Matrices add through a multiply by the identity (MSL has
   // no matrix add); one per chunk costs 8 / MM_CHUNK_K of the multiplies.
+#if defined(METALSIM_VECTOR_BYTES)
+  // Only lane 0 uses the accumulators (it does every fragment operation below, the other
+  // lanes count one call per pass on `marker`): left unconstructed, the other 31 lanes
+  // no longer write 128 matrix objects (33 KB) of their fiber stacks per block.
+  union Frags {
+    simdgroup_float8x8 m[TM][TN];
+    Frags() {}
+  } acc_storage, part_storage;
+  auto& acc = acc_storage.m;
+  auto& part = part_storage.m;
+  simdgroup_float8x8 marker;
+#else
   simdgroup_float8x8 acc[TM][TN], part[TM][TN];
   simdgroup_float8x8 identity(1.0f);
-#if defined(METALSIM_VECTOR_BYTES)
-  simdgroup_float8x8 marker;  // counts a K step's SIMD-group matrix calls (below)
-#else
 #define MM_ZERO(m) m = make_filled_simdgroup_matrix<float, 8, 8>(0.0f)
 #endif
   // One chunk in all: `part` is the whole sum, the chunk add is skipped (for short K it
   // would cost a sixth of the multiplies, and I * part turns an inf in part into NaN),
   // and `acc` is never used.
   const bool single_chunk = p.reduce_batches == 1 && p.K <= MM_CHUNK_K;
+#if defined(METALSIM_VECTOR_BYTES)
+  MM_ZERO(marker);
+  if (tid == 0) {
+    if (!single_chunk) mm_zero_all(acc);
+    mm_zero_all(part);
+  }
+#else
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) {
       if (!single_chunk) MM_ZERO(acc[i][j]);
       MM_ZERO(part[i][j]);
     }
+#endif
 
   if (p.alpha != 0.0f) {
     for (long b = 0; b < p.reduce_batches; ++b) {
@@ -373,11 +424,19 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         threadgroup_barrier(mem_flags::mem_threadgroup);
 #endif
         if (!single_chunk && ((k0 + MM_BK) % MM_CHUNK_K == 0 || k0 + MM_BK >= p.K)) {
+#if defined(METALSIM_VECTOR_BYTES)
+          MM_ZERO(marker);
+          if (tid == 0) {
+            mm_add_all(acc, part);
+            mm_zero_all(part);
+          }
+#else
           for (int i = 0; i < TM; ++i)
             for (int j = 0; j < TN; ++j) {
               simdgroup_multiply_accumulate(acc[i][j], identity, part[i][j], acc[i][j]);
               MM_ZERO(part[i][j]);
             }
+#endif
         }
       }
     }
@@ -390,21 +449,29 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   device float* fc = float_result(C);
   if (fc != nullptr && p.alpha == 1.0f && p.beta == 0.0f && p.round_terms == 0 && p.c_cs == 1 &&
       m0 + BM <= p.M && n0 + BN <= p.N) {
-    device float* cb = fc + (p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn;
-    for (int i = 0; i < TM; ++i)
-      for (int j = 0; j < TN; ++j) {
-        if (single_chunk) simdgroup_store(part[i][j], cb + i * 8 * p.c_rs + j * 8, ulong(p.c_rs));
-        else simdgroup_store(acc[i][j], cb + i * 8 * p.c_rs + j * 8, ulong(p.c_rs));
-      }
+    MM_ZERO(marker);
+    if (tid == 0) {
+      float* cb = &fc[(p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn];
+      if (single_chunk) mm_store_all(part, cb, p.c_rs);
+      else mm_store_all(acc, cb, p.c_rs);
+    }
     return;
   }
 #endif
   // Epilogue through threadgroup memory (the staging tiles are free now).
+#if defined(METALSIM_VECTOR_BYTES)
+  MM_ZERO(marker);
+  if (tid == 0) {
+    if (single_chunk) mm_store_all(part, &smem[sm * BN + sn], BN);
+    else mm_store_all(acc, &smem[sm * BN + sn], BN);
+  }
+#else
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) {
       if (single_chunk) simdgroup_store(part[i][j], smem + (sm + i * 8) * BN + sn + j * 8, BN);
       else simdgroup_store(acc[i][j], smem + (sm + i * 8) * BN + sn + j * 8, BN);
     }
+#endif
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const long batch = p.reduce_batches > 1 ? 0 : long(group.z);
   device T* c = C + batch * p.c_bs;
