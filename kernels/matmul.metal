@@ -69,10 +69,41 @@ struct MatmulParams {
 // zero outside the matrix.
 // Apple GPUs: consecutive threads take consecutive elements along whichever dimension
 // is unit-stride in memory, so a SIMD group's loads coalesce for row- and column-major
-// operands alike. The simulator: its threads run one after another, so how the work is
-// split between them does not matter, only that each copy loop vectorises: rows of a
-// row-major operand are straight copies; a column-major operand goes 8 columns at a
-// time, each of its contiguous runs read once and written as 8-float rows of the tile.
+// operands alike. The simulator: one thread (lane 0, the one that runs the SIMD group's
+// products) stages the whole tile; its threads run one after another, so splitting
+// the copy between them bought nothing but the barriers around it (each a round of
+// fiber switches). Rows of a row-major operand are straight copies; a column-major
+// operand (a linear layer's weight^T, attention's k^T) goes through 8x8 blocks
+// transposed in vector registers.
+#if defined(METALSIM_VECTOR_BYTES)
+typedef float mm_v8 __attribute__((vector_size(32), aligned(4)));
+typedef int mm_i8 __attribute__((vector_size(32)));
+
+// out[i][j] = in[j][i] for an 8x8 block: in[j] is column j of the tile (8 rows, contiguous
+// in the operand), out rows go to the tile `ld` apart.
+METAL_FUNC void transpose8(threadgroup float* out, int ld, const mm_v8 (&v)[8]) {
+  const mm_i8 lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const mm_i8 lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+  const mm_i8 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+  mm_v8 t[8], u[8];
+  for (int q = 0; q < 4; ++q) {  // pairs of columns interleaved
+    t[2 * q] = __builtin_shuffle(v[2 * q], v[2 * q + 1], lo);
+    t[2 * q + 1] = __builtin_shuffle(v[2 * q], v[2 * q + 1], hi);
+  }
+  for (int h = 0; h < 2; ++h) {  // quads of columns: rows r and r + 4 of columns 4h..4h+3
+    u[4 * h + 0] = __builtin_shuffle(t[4 * h + 0], t[4 * h + 2], lo2);
+    u[4 * h + 1] = __builtin_shuffle(t[4 * h + 0], t[4 * h + 2], hi2);
+    u[4 * h + 2] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], lo2);
+    u[4 * h + 3] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], hi2);
+  }
+  for (int r = 0; r < 4; ++r) {
+    const mm_v8 a = __builtin_shuffle(u[r], u[4 + r], lo4), b = __builtin_shuffle(u[r], u[4 + r], hi4);
+    __builtin_memcpy(out + r * ld, &a, sizeof a);
+    __builtin_memcpy(out + (r + 4) * ld, &b, sizeof b);
+  }
+}
+#endif
+
 template <typename T>
 METAL_FUNC void stage_tile(threadgroup float* tile, int ld, const device T* src, long rs, long cs, long r0,
                            long c0, long R, long C, int rows, int cols, uint tid) {
@@ -81,7 +112,7 @@ METAL_FUNC void stage_tile(threadgroup float* tile, int ld, const device T* src,
   const int nc = c0 < C ? int(min(long(cols), C - c0)) : 0;
   const device T* base = src + r0 * rs + c0 * cs;
   if (cs == 1 || rs != 1) {
-    for (int r = int(tid); r < rows; r += MM_THREADS) {
+    for (int r = 0; r < rows; ++r) {
       threadgroup float* out = tile + r * ld;
       const int n = r < nr ? nc : 0;
       const device T* in = base + r * rs;
@@ -93,17 +124,27 @@ METAL_FUNC void stage_tile(threadgroup float* tile, int ld, const device T* src,
       for (int c = n; c < cols; ++c) out[c] = 0.0f;
     }
   } else {
-    // Column-major (rs == 1): 8 columns per step (cols is a multiple of 8).
-    for (int c8 = int(tid) * 8; c8 < cols; c8 += MM_THREADS * 8) {
+    // Column-major (rs == 1), 8 columns at a time (cols is a multiple of 8).
+    for (int c8 = 0; c8 < cols; c8 += 8) {
       const int n = nc - c8 < 0 ? 0 : (nc - c8 < 8 ? nc - c8 : 8);
       const device T* in = base + c8 * cs;
-      for (int r = 0; r < rows; ++r) {
-        threadgroup float* out = tile + r * ld + c8;
-        if (r < nr && n == 8) {
-          for (int j = 0; j < 8; ++j) out[j] = float(in[r + j * cs]);
-        } else {
-          for (int j = 0; j < 8; ++j) out[j] = (r < nr && j < n) ? float(in[r + j * cs]) : 0.0f;
+      int r = 0;
+      if (n == 8) {
+        for (; r + 8 <= nr; r += 8) {
+          mm_v8 v[8];
+          for (int j = 0; j < 8; ++j) {
+            if constexpr (sizeof(T) == sizeof(float)) {
+              __builtin_memcpy(&v[j], static_cast<const device float*>(in + r + j * cs), sizeof v[j]);
+            } else {
+              for (int i = 0; i < 8; ++i) v[j][i] = float(in[r + i + j * cs]);
+            }
+          }
+          transpose8(tile + r * ld + c8, ld, v);
         }
+      }
+      for (; r < rows; ++r) {
+        threadgroup float* out = tile + r * ld + c8;
+        for (int j = 0; j < 8; ++j) out[j] = (r < nr && j < n) ? float(in[r + j * cs]) : 0.0f;
       }
     }
   }
@@ -120,11 +161,162 @@ METAL_FUNC void stage_tile(threadgroup float* tile, int ld, const device T* src,
 
 #if defined(METALSIM_VECTOR_BYTES)
 // The simulator reads a float operand in place when a K step's tile lies inside it with
-// unit column stride (the panel takes rows of any stride): no staging copy and, when
-// neither operand needs one, no barriers. Other dtypes convert through staging.
+// unit column stride (the panel takes rows of any stride): no staging copy. Other
+// dtypes convert through staging.
 METAL_FUNC const device float* float_operand(const device float* p) { return p; }
 template <typename T>
 METAL_FUNC const device float* float_operand(const device T*) { return nullptr; }
+METAL_FUNC device float* float_result(device float* p) { return p; }
+template <typename T>
+METAL_FUNC device float* float_result(device T*) { return nullptr; }
+
+// Zero matrices are loaded from zeros (one SIMD-group matrix call on every lane, lane 0
+// copies 256 bytes), rather than assigned fresh (a 260-byte matrix object copied on each
+// of the 32 lanes) or multiplied from zeros (on lane 0 as many multiply-adds as a
+// K = 8 product), which this kernel did before.
+constant float mm_zeros[64] = {};
+#define MM_ZERO(m) simdgroup_load(m, mm_zeros, 8)
+
+// Lane 0's register-blocked product of a K step, d[i][j] += A[8i.., :k] B[:k, 8j..]:
+// per element the products are added in the order of k, one multiply-add each, as
+// simdgroup_multiply_accumulate over 8x8 fragments adds them (bit for bit the #else
+// branch's loop). Blocks of MM_R rows x MM_V vectors of MM_W floats stay in vector
+// registers over the whole K step; each vector is loaded from and stored to the
+// fragments' rows once per block, assembled by value (a vector written piecewise
+// through memory, as the prelude's panel does, is kept on the stack by GCC: a load and
+// a store of every accumulator per k, which halved the speed).
+#if METALSIM_VECTOR_BYTES >= 64
+#define MM_W 16
+#define MM_R 4
+#define MM_V 4
+#elif METALSIM_VECTOR_BYTES >= 32
+#define MM_W 8
+#define MM_R 4
+#define MM_V 2
+#else
+#define MM_W 4
+#define MM_R 2
+#define MM_V 4
+#endif
+typedef float mm_vec __attribute__((vector_size(4 * MM_W), aligned(4)));
+
+template <int TM, int TN>
+METAL_FUNC mm_vec mm_get(thread simdgroup_float8x8 (&d)[TM][TN], int row, int col) {
+#if MM_W == 16
+  mm_v8 lo, hi;
+  __builtin_memcpy(&lo, &d[row / 8][col / 8].e[row % 8][0], sizeof lo);
+  __builtin_memcpy(&hi, &d[row / 8][col / 8 + 1].e[row % 8][0], sizeof hi);
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+  mm_vec v;
+  __builtin_memcpy(&v, &d[row / 8][col / 8].e[row % 8][col % 8], sizeof v);
+  return v;
+#endif
+}
+template <int TM, int TN>
+METAL_FUNC void mm_put(thread simdgroup_float8x8 (&d)[TM][TN], int row, int col, mm_vec v) {
+#if MM_W == 16
+  const mm_v8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  const mm_v8 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  __builtin_memcpy(&d[row / 8][col / 8].e[row % 8][0], &lo, sizeof lo);
+  __builtin_memcpy(&d[row / 8][col / 8 + 1].e[row % 8][0], &hi, sizeof hi);
+#else
+  __builtin_memcpy(&d[row / 8][col / 8].e[row % 8][col % 8], &v, sizeof v);
+#endif
+}
+
+template <int V, int TM, int TN>
+METAL_FUNC void mm_block(thread simdgroup_float8x8 (&d)[TM][TN], const float* a, ulong lda, const float* b,
+                         ulong ldb, int k, int r0, int c0) {
+  mm_vec x[MM_R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < MM_R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) x[r][v] = mm_get(d, r0 + r, c0 + v * MM_W);
+  const float* ar = a + r0 * lda;
+  const float* br = b + c0;
+  for (int kk = 0; kk < k; ++kk, br += ldb, ++ar) {
+    mm_vec bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) __builtin_memcpy(&bv[v], br + v * MM_W, sizeof bv[v]);
+#pragma GCC unroll 4
+    for (int r = 0; r < MM_R; ++r) {
+      const float s = ar[r * lda];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) x[r][v] += s * bv[v];
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < MM_R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) mm_put(d, r0 + r, c0 + v * MM_W, x[r][v]);
+}
+
+// d (TM x TN fragments) += a (8 TM rows, row stride lda) @ b (k rows, row stride ldb),
+// k a multiple of 8; on lane 0 only (the caller's tid == 0: one SIMD group per block).
+template <int TM, int TN>
+METAL_FUNC void mm_panel(thread simdgroup_float8x8 (&d)[TM][TN], const float* a, ulong lda, const float* b,
+                         ulong ldb, int k) {
+  static_assert((8 * TN) % MM_W == 0, "fragment columns must fill whole vectors");
+  for (int r0 = 0; r0 < 8 * TM; r0 += MM_R) {
+    int c0 = 0;
+    for (; c0 + MM_V * MM_W <= 8 * TN; c0 += MM_V * MM_W) mm_block<MM_V>(d, a, lda, b, ldb, k, r0, c0);
+#if MM_V >= 4
+    if (c0 + 2 * MM_W <= 8 * TN) mm_block<2>(d, a, lda, b, ldb, k, r0, c0), c0 += 2 * MM_W;
+#endif
+    if (c0 + MM_W <= 8 * TN) mm_block<1>(d, a, lda, b, ldb, k, r0, c0);
+  }
+}
+
+// Lane 0's whole-block fragment work, one loop instead of a SIMD-group call per
+// fragment on each of the 32 lanes (whose per-call counting and flag updates cost
+// more than a short K step's products): zeroing, and storing the fragments as a
+// dense block (row stride ld). Every lane counts one call for each (the caller's
+// MM_ZERO(marker)).
+template <int TM, int TN>
+METAL_FUNC void mm_zero_all(thread simdgroup_float8x8 (&d)[TM][TN]) {
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) __builtin_memset((void*)&d[i][j], 0, sizeof d[i][j]);  // spread = false too
+}
+// acc = I * part + acc per fragment, the arithmetic of simdgroup_multiply_accumulate
+// with the identity (the prelude's mma8_f32: rows as vectors, products in the order of
+// k), so the chunked sums round as the #else branch's do (I * inf is NaN there too).
+template <int TM, int TN>
+METAL_FUNC void mm_add_all(thread simdgroup_float8x8 (&acc)[TM][TN], thread simdgroup_float8x8 (&part)[TM][TN]) {
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) {
+      mm_v8 brow[8];
+      for (int k = 0; k < 8; ++k) __builtin_memcpy(&brow[k], &part[i][j].e[k][0], 32);
+      for (int r = 0; r < 8; ++r) {
+        mm_v8 row;
+        __builtin_memcpy(&row, &acc[i][j].e[r][0], 32);
+        for (int k = 0; k < 8; ++k) row += (r == k ? 1.0f : 0.0f) * brow[k];
+        __builtin_memcpy(&acc[i][j].e[r][0], &row, 32);
+      }
+    }
+}
+template <int TM, int TN>
+METAL_FUNC void mm_store_all(thread simdgroup_float8x8 (&d)[TM][TN], float* out, long ld) {
+  for (int i = 0; i < TM; ++i)
+    for (int r = 0; r < 8; ++r)
+      for (int j = 0; j < TN; ++j) __builtin_memcpy(out + (i * 8 + r) * ld + j * 8, &d[i][j].e[r][0], 32);
+}
+
+// Prefetches the tile a K step will stage or read next (rows x cols at (r0, c0), inside
+// the matrix): its rows' cache lines when rows are contiguous, else its columns'.
+template <typename T>
+METAL_FUNC void mm_prefetch(const device T* src, long rs, long cs, long r0, long c0, long R, long C, int rows,
+                            int cols) {
+  if (r0 >= R || c0 >= C) return;
+  const int nr = int(min(long(rows), R - r0)), nc = int(min(long(cols), C - c0));
+  const char* base = (const char*)(&src[0]) + (r0 * rs + c0 * cs) * long(sizeof(T));
+  const bool along_rows = cs == 1;
+  const int lines = along_rows ? nr : nc, run = int(sizeof(T)) * (along_rows ? nc : nr);
+  const long step = long(sizeof(T)) * (along_rows ? rs : cs);
+  if (!along_rows && rs != 1) return;  // neither dimension contiguous: nothing to gain
+  for (int l = 0; l < lines; ++l)
+    for (int o = 0; o < run; o += 64) __builtin_prefetch(base + l * step + o);
+}
 #endif
 
 template <typename T, int BM, int BN>
@@ -146,26 +338,39 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // of sqrt(K) for one running sum, so that long K stays as close to the exact result as
   // CPU BLAS's blocked sums are. Matrices add through a multiply by the identity (MSL has
   // no matrix add); one per chunk costs 8 / MM_CHUNK_K of the multiplies.
+#if defined(METALSIM_VECTOR_BYTES)
+  // Only lane 0 uses the accumulators (it does every fragment operation below, the other
+  // lanes count one call per pass on `marker`): left unconstructed, the other 31 lanes
+  // no longer write 128 matrix objects (33 KB) of their fiber stacks per block.
+  union Frags {
+    simdgroup_float8x8 m[TM][TN];
+    Frags() {}
+  } acc_storage, part_storage;
+  auto& acc = acc_storage.m;
+  auto& part = part_storage.m;
+  simdgroup_float8x8 marker;
+#else
   simdgroup_float8x8 acc[TM][TN], part[TM][TN];
   simdgroup_float8x8 identity(1.0f);
-#if defined(METALSIM_VECTOR_BYTES)
-  // The simulator zeroes through a multiply (lane 0 writes, the other lanes count)
-  // rather than assigning a fresh matrix, which copies the whole matrix object on
-  // each of the 32 lanes: for short K that copying took longer than the products.
-  simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-#define MM_ZERO(m) simdgroup_multiply(m, zero, zero)
-#else
 #define MM_ZERO(m) m = make_filled_simdgroup_matrix<float, 8, 8>(0.0f)
 #endif
   // One chunk in all: `part` is the whole sum, the chunk add is skipped (for short K it
   // would cost a sixth of the multiplies, and I * part turns an inf in part into NaN),
   // and `acc` is never used.
   const bool single_chunk = p.reduce_batches == 1 && p.K <= MM_CHUNK_K;
+#if defined(METALSIM_VECTOR_BYTES)
+  MM_ZERO(marker);
+  if (tid == 0) {
+    if (!single_chunk) mm_zero_all(acc);
+    mm_zero_all(part);
+  }
+#else
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) {
       if (!single_chunk) MM_ZERO(acc[i][j]);
       MM_ZERO(part[i][j]);
     }
+#endif
 
   if (p.alpha != 0.0f) {
     for (long b = 0; b < p.reduce_batches; ++b) {
@@ -177,30 +382,34 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         // beyond K): a short K is not multiplied as a whole MM_BK.
         const int kl = p.K - k0 < MM_BK ? int((p.K - k0 + 7) / 8 * 8) : MM_BK;
 #if defined(METALSIM_VECTOR_BYTES)
+        // Lane 0 stages what is not read in place and runs the whole K step: no other
+        // thread touches the tiles, so no barriers (each a round of 32 fiber switches).
+        // B is read in place only by blocks of few rows: a 64-row block reads each row of
+        // a K step 16 times, faster from a packed tile that stays in L1 (rows of a B with
+        // a power-of-two row stride, 1024 or 2048 floats, all map to the same L1 sets).
         const device float* fa = float_operand(a);
         const device float* fb = float_operand(bm);
         const bool a_in_place = fa != nullptr && p.a_cs == 1 && m0 + BM <= p.M && k0 + kl <= p.K;
-        const bool b_in_place = fb != nullptr && p.b_cs == 1 && n0 + BN <= p.N && k0 + kl <= p.K;
-        if (!a_in_place) stage_tile(As, MM_BK, a, p.a_rs, p.a_cs, m0, k0, p.M, p.K, BM, kl, tid);
-        if (!b_in_place) stage_tile(Bs, BN, bm, p.b_rs, p.b_cs, k0, n0, p.K, p.N, kl, BN, tid);
-        const bool staged = !a_in_place || !b_in_place;
-        if (staged) threadgroup_barrier(mem_flags::mem_threadgroup);
-        // Exactly the loop of the #else branch (the same calls, counted on every lane, the
-        // same sums), with lane 0 running the whole K step as one register-blocked loop
-        // (metalsim_prelude/simdgroup_matrix.h).
-        if (a_in_place && b_in_place)
-          metalsim::simdgroup_multiply_accumulate_panel(part, fa + (m0 + sm) * p.a_rs + k0, ulong(p.a_rs),
-                                                        fb + k0 * p.b_rs + n0 + sn, ulong(p.b_rs), uint(kl));
-        else if (a_in_place)
-          metalsim::simdgroup_multiply_accumulate_panel(part, fa + (m0 + sm) * p.a_rs + k0, ulong(p.a_rs), Bs + sn,
-                                                        ulong(BN), uint(kl));
-        else if (b_in_place)
-          metalsim::simdgroup_multiply_accumulate_panel(part, As + sm * MM_BK, ulong(MM_BK),
-                                                        fb + k0 * p.b_rs + n0 + sn, ulong(p.b_rs), uint(kl));
-        else
-          metalsim::simdgroup_multiply_accumulate_panel(part, As + sm * MM_BK, ulong(MM_BK), Bs + sn, ulong(BN),
-                                                        uint(kl));
-        if (staged) threadgroup_barrier(mem_flags::mem_threadgroup);
+        const bool b_in_place =
+            BM <= 16 && fb != nullptr && p.b_cs == 1 && n0 + BN <= p.N && k0 + kl <= p.K;
+        if (tid == 0) {
+          if (!a_in_place) stage_tile(As, MM_BK, a, p.a_rs, p.a_cs, m0, k0, p.M, p.K, BM, kl, tid);
+          if (!b_in_place) stage_tile(Bs, BN, bm, p.b_rs, p.b_cs, k0, n0, p.K, p.N, kl, BN, tid);
+        }
+        // Every lane counts one SIMD-group matrix call per K step (the simulator compares
+        // the lanes' counts: a lane skipping the step is caught as divergent); lane 0 runs
+        // the step's products (mm_panel), the same sums as the #else branch's loop.
+        MM_ZERO(marker);
+        if (tid == 0) {
+          if (k0 + MM_BK < p.K) {  // the next K step's tiles, while this one multiplies
+            const long kn = k0 + MM_BK;
+            mm_prefetch(a, p.a_rs, p.a_cs, m0, kn, p.M, p.K, BM, MM_BK);
+            mm_prefetch(bm, p.b_rs, p.b_cs, kn, n0, p.K, p.N, MM_BK, BN);
+          }
+          const float* pa = a_in_place ? &fa[(m0 + sm) * p.a_rs + k0] : &As[sm * MM_BK];
+          const float* pb = b_in_place ? &fb[k0 * p.b_rs + n0 + sn] : &Bs[sn];
+          mm_panel(part, pa, ulong(a_in_place ? p.a_rs : MM_BK), pb, ulong(b_in_place ? p.b_rs : BN), kl);
+        }
 #else
         stage_tile(As, MM_BK, a, p.a_rs, p.a_cs, m0, k0, p.M, p.K, BM, MM_BK, tid);
         stage_tile(Bs, BN, bm, p.b_rs, p.b_cs, k0, n0, p.K, p.N, MM_BK, BN, tid);
@@ -215,22 +424,54 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         threadgroup_barrier(mem_flags::mem_threadgroup);
 #endif
         if (!single_chunk && ((k0 + MM_BK) % MM_CHUNK_K == 0 || k0 + MM_BK >= p.K)) {
+#if defined(METALSIM_VECTOR_BYTES)
+          MM_ZERO(marker);
+          if (tid == 0) {
+            mm_add_all(acc, part);
+            mm_zero_all(part);
+          }
+#else
           for (int i = 0; i < TM; ++i)
             for (int j = 0; j < TN; ++j) {
               simdgroup_multiply_accumulate(acc[i][j], identity, part[i][j], acc[i][j]);
               MM_ZERO(part[i][j]);
             }
+#endif
         }
       }
     }
   }
 
+#if defined(METALSIM_VECTOR_BYTES)
+  // A plain product (alpha 1, no bias, a whole block of a float C with unit column
+  // stride): the fragments are stored straight to C (simdgroup_store to device memory,
+  // as Metal allows), without the barrier and the second pass below.
+  device float* fc = float_result(C);
+  if (fc != nullptr && p.alpha == 1.0f && p.beta == 0.0f && p.round_terms == 0 && p.c_cs == 1 &&
+      m0 + BM <= p.M && n0 + BN <= p.N) {
+    MM_ZERO(marker);
+    if (tid == 0) {
+      float* cb = &fc[(p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn];
+      if (single_chunk) mm_store_all(part, cb, p.c_rs);
+      else mm_store_all(acc, cb, p.c_rs);
+    }
+    return;
+  }
+#endif
   // Epilogue through threadgroup memory (the staging tiles are free now).
+#if defined(METALSIM_VECTOR_BYTES)
+  MM_ZERO(marker);
+  if (tid == 0) {
+    if (single_chunk) mm_store_all(part, &smem[sm * BN + sn], BN);
+    else mm_store_all(acc, &smem[sm * BN + sn], BN);
+  }
+#else
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) {
       if (single_chunk) simdgroup_store(part[i][j], smem + (sm + i * 8) * BN + sn + j * 8, BN);
       else simdgroup_store(acc[i][j], smem + (sm + i * 8) * BN + sn + j * 8, BN);
     }
+#endif
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const long batch = p.reduce_batches > 1 ? 0 : long(group.z);
   device T* c = C + batch * p.c_bs;
