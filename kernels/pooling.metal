@@ -95,12 +95,10 @@ kernel void pool2d_max(device const T* in [[buffer(0)]],
   for (long y = h0; y < h1; y += dh) {
     for (long x = w0; x < w1; x += dw) {
       const float v = float(plane[y * s.in_s[2] + x * s.in_s[3]]);
-      // A NaN wins, the last one, as on CPU. Selects, not a branch: on random data the
-      // comparison is a coin toss, and a mispredicted branch per tap cost more than the
-      // whole window (simulator profile).
-      const bool take = v > best || isnan(v);
-      best = take ? v : best;
-      best_index = take ? y * s.in_w + x : best_index;
+      if (v > best || isnan(v)) {  // a NaN wins, the last one, as on CPU
+        best = v;
+        best_index = y * s.in_w + x;
+      }
     }
   }
   out[offset(p, s.out_s)] = T(best);
