@@ -47,11 +47,22 @@ struct BatchNormShape {
                              // for half parameters (it stores them in T)
 
 // Channel c's elements are batch rows of `spatial` elements `stride_s` apart; a thread
-// of `threads` takes positions tid, tid + threads, ... of each row. The sums keep four
-// partial accumulators (independent adds the compiler can overlap or vectorise).
+// of `threads` takes positions tid, tid + threads, ... of each row. Rows shorter than
+// the threadgroup (a GPU's BatchNorm1d: spatial 1) are walked flat instead, k = n *
+// spatial + p over the whole channel, so every thread has work. The row walks keep four
+// partial sums (independent adds the compiler can overlap or vectorise).
+inline ulong bn_flat_offset(constant BatchNormShape& s, ulong c, ulong k) {
+  const ulong n = k / s.spatial;
+  return n * s.stride_n + c * s.stride_c + (k - n * s.spatial) * s.stride_s;
+}
+
 template <typename T>
 inline float bn_sum(constant BatchNormShape& s, device const T* in, ulong c, uint tid) {
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  if (s.spatial < s.threads) {
+    for (ulong k = tid; k < s.batch * s.spatial; k += s.threads) a0 += float(in[bn_flat_offset(s, c, k)]);
+    return a0;
+  }
   const ulong step = s.threads, st = s.stride_s * step;
   for (ulong n = 0; n < s.batch; ++n) {
     device const T* row = in + n * s.stride_n + c * s.stride_c + tid * s.stride_s;
@@ -67,6 +78,13 @@ inline float bn_sum(constant BatchNormShape& s, device const T* in, ulong c, uin
 template <typename T>
 inline float bn_squared_deviations(constant BatchNormShape& s, device const T* in, ulong c, uint tid, float mean) {
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  if (s.spatial < s.threads) {
+    for (ulong k = tid; k < s.batch * s.spatial; k += s.threads) {
+      const float d = float(in[bn_flat_offset(s, c, k)]) - mean;
+      a0 += d * d;
+    }
+    return a0;
+  }
   const ulong step = s.threads, st = s.stride_s * step;
   for (ulong n = 0; n < s.batch; ++n) {
     device const T* row = in + n * s.stride_n + c * s.stride_c + tid * s.stride_s;
@@ -89,6 +107,15 @@ template <typename T>
 inline float2 bn_grad_sums(constant BatchNormShape& s, device const T* dy, device const T* in, ulong c, uint tid,
                            float mean) {
   float g0 = 0.0f, g1 = 0.0f, d0 = 0.0f, d1 = 0.0f;
+  if (s.spatial < s.threads) {
+    for (ulong k = tid; k < s.batch * s.spatial; k += s.threads) {
+      const ulong o = bn_flat_offset(s, c, k);
+      const float g = float(dy[o]);
+      g0 += g;
+      d0 += g * (float(in[o]) - mean);
+    }
+    return float2(g0, d0);
+  }
   const ulong step = s.threads, st = s.stride_s * step;
   for (ulong n = 0; n < s.batch; ++n) {
     const ulong base = n * s.stride_n + c * s.stride_c + tid * s.stride_s;
