@@ -3,13 +3,28 @@
 //
 // Every tensor is addressed through its own (n, c, h, w) strides, so contiguous and
 // channels_last tensors are read and written in place. Forward kernels take a thread
-// per output element; backward kernels a thread per input element, which gathers the
-// gradients of the outputs whose windows hold it (no atomics, deterministic).
+// per output element. Backward kernels (no atomics, deterministic):
+//   - max, windows that do not overlap (stride >= the dilated kernel; the common 2x2/2):
+//     pool2d_max_backward_windows, a thread per output that writes its window's input
+//     positions: the gradient at the saved index, 0 elsewhere. Each input lies in at
+//     most one window, so it gets at most one write; positions in no window are zeroed
+//     by the host first (only when the windows do not tile the input);
+//   - otherwise a thread per input element, which gathers the gradients of the outputs
+//     whose windows hold it.
 // Windows: fixed (kernel, stride, padding, dilation) or adaptive (output cell o of
 // size O over an input of size I spans [floor(o * I / O), ceil((o + 1) * I / O))).
 // Max indices are flat positions in the input plane (h * W + w), as CPU's.
+// A thread's (n, c, h, w): when the index space fits in 31 bits (every real model) by
+// multiplying with the host's reciprocals of its sizes (a division is tens of cycles on
+// a CPU and software on a GPU), else by 64-bit division.
 #include <metal_stdlib>
 using namespace metal;
+
+// n / d as (mulhi(n, magic) + n) >> shift, exact for n < 2^31 (the host picks
+// shift = ceil(log2 d), magic = 2^32 * (2^shift - d) / d + 1).
+struct PoolDivider {
+  uint magic, shift;
+};
 
 struct PoolShape {
   long batch, channels, in_h, in_w, out_h, out_w;
@@ -20,13 +35,23 @@ struct PoolShape {
   long divisor;    // avg: non-zero overrides the window's divisor (negative too, as CPU)
   uint adaptive;
   uint count_include_pad;
+  uint fast_index;         // the grid's elements < 2^31: the dividers below are set
+  PoolDivider grid_div[3];  // the grid's w, h and channels (output or input, by kernel)
 };
 
 inline long adaptive_start(long o, long in, long out) { return (o * in) / out; }
 inline long adaptive_end(long o, long in, long out) { return ((o + 1) * in + out - 1) / out; }
 
-// (n, c, h, w) of element i of a [batch, channels, H, W] index space, w fastest.
-inline long4 unravel(ulong i, long channels, long h, long w) {
+inline uint pool_divide(uint n, PoolDivider d) { return (mulhi(n, d.magic) + n) >> d.shift; }
+
+// (n, c, h, w) of element i of the kernel's [batch, channels, H, W] grid, w fastest.
+inline long4 unravel(constant PoolShape& s, ulong i, long channels, long h, long w) {
+  if (s.fast_index) {
+    const uint j = uint(i);
+    const uint q0 = pool_divide(j, s.grid_div[0]), q1 = pool_divide(q0, s.grid_div[1]);
+    const uint q2 = pool_divide(q1, s.grid_div[2]);
+    return long4(long(q2), long(q1 - q2 * uint(channels)), long(q0 - q1 * uint(h)), long(j - q0 * uint(w)));
+  }
   const long x = long(i % ulong(w));
   i /= ulong(w);
   const long y = long(i % ulong(h));
@@ -52,7 +77,7 @@ kernel void pool2d_max(device const T* in [[buffer(0)]],
                        constant PoolShape& s [[buffer(3)]],
                        uint tid [[thread_position_in_grid]]) {
   if (ulong(tid) >= ulong(s.batch * s.channels * s.out_h * s.out_w)) return;
-  const long4 p = unravel(tid, s.channels, s.out_h, s.out_w);
+  const long4 p = unravel(s, tid, s.channels, s.out_h, s.out_w);
   long h0, h1, w0, w1, dh = 1, dw = 1;
   if (s.adaptive) {
     h0 = adaptive_start(p.z, s.in_h, s.out_h), h1 = adaptive_end(p.z, s.in_h, s.out_h);
@@ -87,7 +112,7 @@ kernel void pool2d_max_backward(device const T* grad_out [[buffer(0)]],
                                 constant PoolShape& s [[buffer(3)]],
                                 uint tid [[thread_position_in_grid]]) {
   if (ulong(tid) >= ulong(s.batch * s.channels * s.in_h * s.in_w)) return;
-  const long4 p = unravel(tid, s.channels, s.in_h, s.in_w);
+  const long4 p = unravel(s, tid, s.channels, s.in_h, s.in_w);
   const long flat = p.z * s.in_w + p.w;
   const long2 ys = candidates(p.z, s.in_h, s.out_h, s.kernel_h, s.stride_h, s.pad_h, s.dilation_h, s.adaptive);
   const long2 xs = candidates(p.w, s.in_w, s.out_w, s.kernel_w, s.stride_w, s.pad_w, s.dilation_w, s.adaptive);
@@ -100,6 +125,30 @@ kernel void pool2d_max_backward(device const T* grad_out [[buffer(0)]],
       if (indices[offset(o, s.idx_s)] == flat) g = float(T(g + float(grad_out[offset(o, s.out_s)])));
     }
   grad_in[offset(p, s.in_s)] = T(g);
+}
+
+// Non-overlapping windows: a thread per output writes every input position of its
+// window (clamped to the input): grad_out at the saved index, 0 at the others. An index
+// outside the window contributes nothing, as in the gather. One contribution at most,
+// so CPU's half accumulation (each add rounded to T) is the value itself.
+template <typename T>
+kernel void pool2d_max_backward_windows(device const T* grad_out [[buffer(0)]],
+                                        device const long* indices [[buffer(1)]],
+                                        device T* grad_in [[buffer(2)]],
+                                        constant PoolShape& s [[buffer(3)]],
+                                        uint tid [[thread_position_in_grid]]) {
+  if (ulong(tid) >= ulong(s.batch * s.channels * s.out_h * s.out_w)) return;
+  const long4 p = unravel(s, tid, s.channels, s.out_h, s.out_w);
+  const long dh = s.dilation_h, dw = s.dilation_w;
+  long h0 = p.z * s.stride_h - s.pad_h, w0 = p.w * s.stride_w - s.pad_w;
+  const long h1 = min(h0 + (s.kernel_h - 1) * dh + 1, s.in_h), w1 = min(w0 + (s.kernel_w - 1) * dw + 1, s.in_w);
+  while (h0 < 0) h0 += dh;
+  while (w0 < 0) w0 += dw;
+  const long index = indices[offset(p, s.idx_s)];
+  const T g = T(0.0f + float(grad_out[offset(p, s.out_s)]));  // -0 becomes +0, as CPU's 0 + g
+  device T* plane = grad_in + p.x * s.in_s[0] + p.y * s.in_s[1];
+  for (long y = h0; y < h1; y += dh)
+    for (long x = w0; x < w1; x += dw) plane[y * s.in_s[2] + x * s.in_s[3]] = y * s.in_w + x == index ? g : T(0);
 }
 
 // The window of output (oy, ox), clamped to the input, and its divisor.
@@ -131,7 +180,7 @@ kernel void pool2d_avg(device const T* in [[buffer(0)]],
                        constant PoolShape& s [[buffer(2)]],
                        uint tid [[thread_position_in_grid]]) {
   if (ulong(tid) >= ulong(s.batch * s.channels * s.out_h * s.out_w)) return;
-  const long4 p = unravel(tid, s.channels, s.out_h, s.out_w);
+  const long4 p = unravel(s, tid, s.channels, s.out_h, s.out_w);
   const AvgWindow win = avg_window(s, p.z, p.w);
   device const T* plane = in + p.x * s.in_s[0] + p.y * s.in_s[1];
   float sum = 0.0f;
@@ -147,7 +196,7 @@ kernel void pool2d_avg_backward(device const T* grad_out [[buffer(0)]],
                                 constant PoolShape& s [[buffer(2)]],
                                 uint tid [[thread_position_in_grid]]) {
   if (ulong(tid) >= ulong(s.batch * s.channels * s.in_h * s.in_w)) return;
-  const long4 p = unravel(tid, s.channels, s.in_h, s.in_w);
+  const long4 p = unravel(s, tid, s.channels, s.in_h, s.in_w);
   const long2 ys = candidates(p.z, s.in_h, s.out_h, s.kernel_h, s.stride_h, s.pad_h, 1, s.adaptive);
   const long2 xs = candidates(p.w, s.in_w, s.out_w, s.kernel_w, s.stride_w, s.pad_w, 1, s.adaptive);
   float g = 0.0f;
@@ -164,6 +213,8 @@ kernel void pool2d_avg_backward(device const T* grad_out [[buffer(0)]],
   template [[host_name("pool2d_max_" #T)]] kernel decltype(pool2d_max<T>) pool2d_max<T>;                    \
   template [[host_name("pool2d_max_backward_" #T)]] kernel decltype(pool2d_max_backward<T>)                 \
       pool2d_max_backward<T>;                                                                                \
+  template [[host_name("pool2d_max_backward_windows_" #T)]] kernel decltype(pool2d_max_backward_windows<T>) \
+      pool2d_max_backward_windows<T>;                                                                        \
   template [[host_name("pool2d_avg_" #T)]] kernel decltype(pool2d_avg<T>) pool2d_avg<T>;                    \
   template [[host_name("pool2d_avg_backward_" #T)]] kernel decltype(pool2d_avg_backward<T>)                 \
       pool2d_avg_backward<T>;

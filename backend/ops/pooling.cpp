@@ -43,10 +43,24 @@ struct PoolShape {
   int64_t divisor = 0;
   uint32_t adaptive = 0;
   uint32_t count_include_pad = 0;
+  uint32_t fast_index = 0;
+  struct Divider {
+    uint32_t magic = 0, shift = 0;
+  } grid_div[3];
 };
+
+// The kernels' PoolDivider for d in [1, 2^31]: n / d == (mulhi(n, magic) + n) >> shift
+// for every n < 2^31 (round-up reciprocal; Granlund and Montgomery's method).
+PoolShape::Divider dividerFor(uint64_t d) {
+  PoolShape::Divider r;
+  while ((uint64_t{1} << r.shift) < d) ++r.shift;
+  r.magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << r.shift) - d)) / d + 1);
+  return r;
+}
 
 KernelFamily max_kernels("pool2d_max", launch::kFloatTypes);
 KernelFamily max_backward_kernels("pool2d_max_backward", launch::kFloatTypes);
+KernelFamily max_backward_window_kernels("pool2d_max_backward_windows", launch::kFloatTypes);
 KernelFamily avg_kernels("pool2d_avg", launch::kFloatTypes);
 KernelFamily avg_backward_kernels("pool2d_avg_backward", launch::kFloatTypes);
 
@@ -84,17 +98,26 @@ void windowFrom(IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding, Int
   if (!dilation.empty()) s.dilation_h = dilation[0], s.dilation_w = dilation.size() == 1 ? dilation[0] : dilation[1];
 }
 
-void encode(KernelFamily& family, DType type, std::initializer_list<const Tensor*> tensors, const PoolShape& s,
-            uint64_t threads) {
+uint64_t elements(const PoolShape& s, bool output) {
+  return static_cast<uint64_t>(s.batch * s.channels * (output ? s.out_h * s.out_w : s.in_h * s.in_w));
+}
+
+// A thread per element of the output (`output`) or the input grid; the kernels unravel
+// thread indices below 2^31 with the grid's dividers.
+void encode(KernelFamily& family, DType type, std::initializer_list<const Tensor*> tensors, PoolShape s,
+            bool output) {
+  const uint64_t threads = elements(s, output);
+  s.fast_index = threads < (uint64_t{1} << 31);
+  if (s.fast_index) {
+    s.grid_div[0] = dividerFor(std::max<int64_t>(output ? s.out_w : s.in_w, 1));
+    s.grid_div[1] = dividerFor(std::max<int64_t>(output ? s.out_h : s.in_h, 1));
+    s.grid_div[2] = dividerFor(std::max<int64_t>(s.channels, 1));
+  }
   launch::encodeThreads(family, Variant::Plain, type, tensors, s, threads);
 }
 
 c10::OperatorHandle op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-}
-
-uint64_t elements(const PoolShape& s, bool output) {
-  return static_cast<uint64_t>(s.batch * s.channels * (output ? s.out_h * s.out_w : s.in_h * s.in_w));
 }
 
 // ---- max ----
@@ -104,7 +127,24 @@ void maxForward(const Tensor& input, PoolShape s, const Tensor& out, const Tenso
   stridesOf(input, s.in_s);
   stridesOf(out, s.out_s);
   stridesOf(indices, s.idx_s);
-  encode(max_kernels, *floatKernelType(input.scalar_type()), {&input, &out, &indices}, s, elements(s, true));
+  encode(max_kernels, *floatKernelType(input.scalar_type()), {&input, &out, &indices}, s, true);
+}
+
+// Fixed windows that never share an input position: stride >= the dilated kernel in
+// both dims. Then each output's window writes its own inputs (see kernels/pooling.metal).
+bool windowsDisjoint(const PoolShape& s) {
+  return !s.adaptive && s.stride_h >= (s.kernel_h - 1) * s.dilation_h + 1 &&
+         s.stride_w >= (s.kernel_w - 1) * s.dilation_w + 1;
+}
+
+// Disjoint windows that also cover every input position (no gaps between them, no rows
+// or columns left over, no padding): nothing to zero first.
+bool windowsTile(const PoolShape& s) {
+  const bool tile_h = (s.kernel_h == 1 || s.dilation_h == 1) && s.stride_h == s.kernel_h && s.pad_h == 0 &&
+                      s.out_h * s.stride_h == s.in_h;
+  const bool tile_w = (s.kernel_w == 1 || s.dilation_w == 1) && s.stride_w == s.kernel_w && s.pad_w == 0 &&
+                      s.out_w * s.stride_w == s.in_w;
+  return tile_h && tile_w;
 }
 
 // grad_input has `input`'s sizes; grad_output the output's.
@@ -114,8 +154,13 @@ void maxBackward(const Tensor& grad_output, const Tensor& input, const Tensor& i
   stridesOf(grad_input, s.in_s);
   stridesOf(grad_output, s.out_s);
   stridesOf(indices, s.idx_s);
-  encode(max_backward_kernels, *floatKernelType(input.scalar_type()), {&grad_output, &indices, &grad_input}, s,
-         elements(s, false));
+  const DType type = *floatKernelType(input.scalar_type());
+  if (windowsDisjoint(s)) {
+    if (!windowsTile(s)) grad_input.zero_();
+    encode(max_backward_window_kernels, type, {&grad_output, &indices, &grad_input}, s, true);
+    return;
+  }
+  encode(max_backward_kernels, type, {&grad_output, &indices, &grad_input}, s, false);
 }
 
 using MaxMeta = at::meta::structured_max_pool2d_with_indices;
@@ -253,15 +298,14 @@ void avgForward(const Tensor& input, PoolShape s, const Tensor& out) {
   sizesFrom(input, out, s);
   stridesOf(input, s.in_s);
   stridesOf(out, s.out_s);
-  encode(avg_kernels, *floatKernelType(input.scalar_type()), {&input, &out}, s, elements(s, true));
+  encode(avg_kernels, *floatKernelType(input.scalar_type()), {&input, &out}, s, true);
 }
 
 void avgBackward(const Tensor& grad_output, const Tensor& input, PoolShape s, const Tensor& grad_input) {
   sizesFrom(input, grad_output, s);
   stridesOf(grad_input, s.in_s);
   stridesOf(grad_output, s.out_s);
-  encode(avg_backward_kernels, *floatKernelType(input.scalar_type()), {&grad_output, &grad_input}, s,
-         elements(s, false));
+  encode(avg_backward_kernels, *floatKernelType(input.scalar_type()), {&grad_output, &grad_input}, s, false);
 }
 
 PoolShape avgWindow(IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding, bool count_include_pad,

@@ -76,6 +76,46 @@ def test_adaptive_pools_match_cpu(dtype, size, channels_last):
     assert_native()
 
 
+# Windows that never share an input (stride >= the dilated kernel) take the scatter
+# kernel: tiling the input exactly, with gaps, rows left over, padding, dilation and
+# ceil_mode (a clamped last window). grad_input= starts as garbage, so a position no
+# window covers must still come out 0.
+DISJOINT_ARGS = [dict(kernel_size=2), dict(kernel_size=2, stride=3), dict(kernel_size=3, stride=3, padding=1),
+                 dict(kernel_size=2, stride=4, dilation=2), dict(kernel_size=(1, 2), stride=(2, 2)),
+                 dict(kernel_size=3, ceil_mode=True)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("args", DISJOINT_ARGS)
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (2, 3, 11, 9)])
+def test_max_pool2d_backward_with_disjoint_windows(dtype, args, shape):
+    x = sample(shape, dtype)
+    compare(lambda t: F.max_pool2d(t, **args), x, dtype, channels_last=shape[-1] == 9)
+    k, st = args["kernel_size"], args.get("stride", args["kernel_size"])
+    pad, dil, ceil = args.get("padding", 0), args.get("dilation", 1), args.get("ceil_mode", False)
+    out, idx = F.max_pool2d(x, return_indices=True, **args)
+    g = sample(out.shape, dtype)
+    ref = torch.ops.aten.max_pool2d_with_indices_backward(g, x, k, st, pad, dil, ceil, idx)
+    got = torch.full(shape, 7.0, dtype=dtype, device=DEV)
+    torch.ops.aten.max_pool2d_with_indices_backward(g.to(DEV), x.to(DEV), k, st, pad, dil, ceil, idx.to(DEV),
+                                                    grad_input=got)
+    assert torch.equal(got.cpu(), ref)
+    assert_native()
+
+
+def test_max_pool2d_backward_sums_overlapping_windows():
+    # Overlapping windows (stride < kernel) keep the gather: an input that is the max of
+    # several windows gets the sum of their gradients.
+    x = torch.zeros(1, 1, 5, 5)
+    x[0, 0, 2, 2] = 1.0
+    out, idx = F.max_pool2d(x, 3, 1, return_indices=True)
+    g = sample(out.shape)
+    ref = torch.ops.aten.max_pool2d_with_indices_backward(g, x, 3, 1, 0, 1, False, idx)
+    got = torch.ops.aten.max_pool2d_with_indices_backward(g.to(DEV), x.to(DEV), 3, 1, 0, 1, False, idx.to(DEV))
+    assert_same(got, ref)
+    assert_native()
+
+
 def test_pooling_three_dim_inputs_and_nan():
     x = sample((3, 7, 6))
     x[0, 1, 1] = float("nan")
