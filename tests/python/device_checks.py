@@ -31,6 +31,17 @@ def assert_same(got, ref, **kw):
     torch.testing.assert_close(got, ref, equal_nan=True, **kw)
 
 
+def assert_same_error(make):
+    """make("metalx") raises what make("cpu") raises: the same type and message."""
+    import pytest
+
+    with pytest.raises(Exception) as cpu:
+        make("cpu")
+    with pytest.raises(type(cpu.value)) as dev:
+        make("metalx")
+    assert str(dev.value) == str(cpu.value)
+
+
 def with_grad(fn, x, seed=1):
     """fn(x) and the gradient of x for a seeded output gradient."""
     x = x.detach().requires_grad_()
