@@ -114,16 +114,6 @@ void sizeWork(Stream& stream, BatchNormShape& s) {
   s.per_thread = simulated ? 64 : 1;
 }
 
-template <class... Args>
-std::tuple<Tensor, Tensor, Tensor> onCpuFallback(const char* name, const Args&... args) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  torch::jit::Stack stack;
-  (stack.emplace_back(args), ...);
-  cpuFallback(op, &stack);
-  const size_t n = stack.size();
-  return {stack[n - 3].toTensor(), stack[n - 2].toTensor(), stack[n - 1].toTensor()};
-}
-
 std::tuple<Tensor, Tensor, Tensor> nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
                                                    const std::optional<Tensor>& bias,
                                                    const std::optional<Tensor>& running_mean,
@@ -134,8 +124,8 @@ std::tuple<Tensor, Tensor, Tensor> nativeBatchNorm(const Tensor& input, const st
   const bool has_running = defined(running_mean) && defined(running_var);
   if (!type || !ptype || input.dim() < 2 || input.numel() == 0 || (!training && !has_running) ||
       defined(running_mean) != defined(running_var))
-    return onCpuFallback("aten::native_batch_norm", input, weight, bias, running_mean, running_var, training,
-                         momentum, eps);
+    return resultTensors<3>(cpuFallbackCall("aten::native_batch_norm", "", input, weight, bias, running_mean,
+                                            running_var, training, momentum, eps));
   BatchNormShape s;
   const Tensor x = layoutFor(input, s);
   for (const std::optional<Tensor>* p : {&weight, &bias, &running_mean, &running_var})
@@ -200,8 +190,9 @@ std::tuple<Tensor, Tensor, Tensor> nativeBatchNormBackward(
                                : defined(running_mean) && defined(running_var);
   if (!type || !ptype || input.dim() < 2 || input.numel() == 0 || !has_stats ||
       grad_out.scalar_type() != input.scalar_type() || grad_out.sizes() != input.sizes())
-    return onCpuFallback("aten::native_batch_norm_backward", grad_out, input, weight, running_mean, running_var,
-                         save_mean, save_invstd, train, eps, output_mask);
+    return resultTensors<3>(cpuFallbackCall("aten::native_batch_norm_backward", "", grad_out, input, weight,
+                                            running_mean, running_var, save_mean, save_invstd, train, eps,
+                                            output_mask));
   BatchNormShape s;
   const Tensor x = layoutFor(input, s);
   // grad_out walked with x's strides.

@@ -55,16 +55,6 @@ void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, std::initial
   launch::encodeKernel(stream, pipeline, tensors, s, launch::Grid::threads(threads, kGroup));
 }
 
-template <class... Args>
-std::tuple<Tensor, Tensor, Tensor> onCpuFallback(const char* name, const Args&... args) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  torch::jit::Stack stack;
-  (stack.emplace_back(args), ...);
-  cpuFallback(op, &stack);
-  const size_t n = stack.size();
-  return {stack[n - 3].toTensor(), stack[n - 2].toTensor(), stack[n - 1].toTensor()};
-}
-
 GroupNormShape shapeOf(int64_t N, int64_t C, int64_t HxW, int64_t group) {
   GroupNormShape s;
   s.batch = N, s.channels = C, s.hw = HxW, s.groups = group;
@@ -78,7 +68,7 @@ std::tuple<Tensor, Tensor, Tensor> nativeGroupNorm(const Tensor& input, const st
   const bool shapes_ok = group > 0 && C % group == 0 && input.numel() == N * C * HxW &&
                          (!defined(weight) || weight->numel() == C) && (!defined(bias) || bias->numel() == C);
   if (!type || !shapes_ok || (N * group > 0 && HxW * C == 0))
-    return onCpuFallback("aten::native_group_norm", input, weight, bias, N, C, HxW, group, eps);
+    return resultTensors<3>(cpuFallbackCall("aten::native_group_norm", "", input, weight, bias, N, C, HxW, group, eps));
   const Tensor x = input.contiguous();
   Tensor y = at::empty(x.sizes(), x.options());
   Tensor mean = at::empty({N, group}, x.options());
@@ -105,8 +95,8 @@ std::tuple<Tensor, Tensor, Tensor> nativeGroupNormBackward(const Tensor& grad_ou
   const bool shapes_ok = group > 0 && C % group == 0 && input.numel() == N * C * HxW &&
                          grad_out.numel() == input.numel() && (!defined(weight) || weight->numel() == C);
   if (!type || !same || !shapes_ok || N * C * HxW == 0)
-    return onCpuFallback("aten::native_group_norm_backward", grad_out, input, mean, rstd, weight, N, C, HxW, group,
-                         output_mask);
+    return resultTensors<3>(cpuFallbackCall("aten::native_group_norm_backward", "", grad_out, input, mean, rstd,
+                                            weight, N, C, HxW, group, output_mask));
   const Tensor x = input.contiguous(), dy = grad_out.contiguous();
   const Tensor mc = mean.contiguous(), rc = rstd.contiguous();
   GroupNormShape s = shapeOf(N, C, HxW, group);

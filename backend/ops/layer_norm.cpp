@@ -65,17 +65,6 @@ void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, std::initial
   launch::encodeKernel(stream, pipeline, tensors, s, launch::Grid::threads(threads, kGroup));
 }
 
-// The boxed CPU fallback of `name` over `args`, its three results.
-template <class... Args>
-std::tuple<Tensor, Tensor, Tensor> onCpuFallback(const char* name, const Args&... args) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  torch::jit::Stack stack;
-  (stack.emplace_back(args), ...);
-  cpuFallback(op, &stack);
-  const size_t n = stack.size();
-  return {stack[n - 3].toTensor(), stack[n - 2].toTensor(), stack[n - 1].toTensor()};
-}
-
 std::tuple<Tensor, Tensor, Tensor> nativeLayerNorm(const Tensor& input, at::IntArrayRef normalized_shape,
                                                    const std::optional<Tensor>& weight,
                                                    const std::optional<Tensor>& bias, double eps) {
@@ -84,7 +73,7 @@ std::tuple<Tensor, Tensor, Tensor> nativeLayerNorm(const Tensor& input, at::IntA
   const auto [M, N] = at::native::_check_layer_norm_inputs(input, normalized_shape, w, b);
   const std::optional<DType> type = nativeType(input, weight, bias);
   if (!type || (M > 0 && N == 0))
-    return onCpuFallback("aten::native_layer_norm", input, normalized_shape, weight, bias, eps);
+    return resultTensors<3>(cpuFallbackCall("aten::native_layer_norm", "", input, normalized_shape, weight, bias, eps));
 
   const Tensor x = input.contiguous();
   Tensor y = at::empty(x.sizes(), x.options());
@@ -122,8 +111,8 @@ std::tuple<Tensor, Tensor, Tensor> nativeLayerNormBackward(const Tensor& grad_ou
   const bool same_types = grad_out.scalar_type() == input.scalar_type() &&
                           mean.scalar_type() == input.scalar_type() && rstd.scalar_type() == input.scalar_type();
   if (!type || !same_types || (M > 0 && N == 0) || ((output_mask[1] || output_mask[2]) && !w.defined() && M > 0))
-    return onCpuFallback("aten::native_layer_norm_backward", grad_out, input, normalized_shape, mean, rstd, weight,
-                         bias, output_mask);
+    return resultTensors<3>(cpuFallbackCall("aten::native_layer_norm_backward", "", grad_out, input,
+                                            normalized_shape, mean, rstd, weight, bias, output_mask));
 
   const Tensor x = input.contiguous(), dy = grad_out.contiguous();
   const Tensor mc = mean.contiguous(), rc = rstd.contiguous();

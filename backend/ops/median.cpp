@@ -67,16 +67,11 @@ c10::OperatorHandle schema(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
 }
 
-Tensor onCpuFallback(const c10::OperatorHandle& op, const Tensor& self) {
-  torch::jit::Stack stack{self};
-  cpuFallback(op, &stack);
-  return stack.back().toTensor();
-}
-
 Tensor medianAll(const Tensor& self, bool ignore_nan) {
   static const c10::OperatorHandle median_op = schema("aten::median", "");
   static const c10::OperatorHandle nanmedian_op = schema("aten::nanmedian", "");
-  if (self.numel() == 0 || !canSortLines(self)) return onCpuFallback(ignore_nan ? nanmedian_op : median_op, self);
+  if (self.numel() == 0 || !canSortLines(self))
+    return cpuFallbackCall(ignore_nan ? nanmedian_op : median_op, self).back().toTensor();
   Tensor values = at::empty({0}, self.options());
   Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
   medianAlongDim(self.reshape({-1}), 0, /*keepdim=*/false, values, indices, ignore_nan);

@@ -23,15 +23,9 @@ namespace {
 
 using at::Tensor;
 
-std::tuple<Tensor, Tensor> modeOnCpuFallback(const Tensor& self, int64_t dim, bool keepdim) {
-  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::mode", "");
-  torch::jit::Stack stack{self, dim, keepdim};
-  cpuFallback(op, &stack);
-  return {stack[0].toTensor(), stack[1].toTensor()};
-}
-
 std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim_, bool keepdim) {
-  if (self.numel() == 0 || !canSortLines(self)) return modeOnCpuFallback(self, dim_, keepdim);
+  if (self.numel() == 0 || !canSortLines(self))
+    return resultTensors<2>(cpuFallbackCall("aten::mode", "", self, dim_, keepdim));
   const int64_t dim = at::maybe_wrap_dim(dim_, self.dim(), /*wrap_scalar=*/true);
   const auto long_options = self.options().dtype(at::kLong);
   if (self.dim() == 0) return {self.clone(), at::zeros({}, long_options)};

@@ -27,11 +27,7 @@ bool nativeFloat(std::initializer_list<const Tensor*> ts) {
 // The boxed CPU fallback of `name` over `args`: its one result.
 template <class... Args>
 Tensor onCpuFallback(const char* name, const Args&... args) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  torch::jit::Stack stack;
-  (stack.emplace_back(args), ...);
-  cpuFallback(op, &stack);
-  return stack.back().toTensor();
+  return cpuFallbackCall(name, "", args...).back().toTensor();
 }
 
 Tensor opmath(const Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); }

@@ -21,16 +21,6 @@ namespace {
 using at::Tensor;
 using Result = std::tuple<Tensor, Tensor, Tensor>;
 
-// The op on the CPU fallback, with `args` as its arguments.
-template <class... Args>
-Result fallback(const char* name, const char* overload, const Args&... args) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-  torch::jit::Stack stack;
-  (stack.emplace_back(args), ...);
-  cpuFallback(op, &stack);
-  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
-}
-
 // unique of `values` (flattened, in the order runs are found) where `order[i]` is the
 // position in the input of values[i]; `shape`: the input's, for the inverse.
 Result uniqueOfRuns(const Tensor& values, const Tensor& order, at::IntArrayRef shape, bool return_inverse,
@@ -70,7 +60,8 @@ Result emptyResult(const Tensor& self, bool return_inverse) {
 }
 
 Result unique2(const Tensor& self, bool sorted, bool return_inverse, bool return_counts) {
-  if (!canSortLines(self)) return fallback("aten::_unique2", "", self, sorted, return_inverse, return_counts);
+  if (!canSortLines(self))
+    return resultTensors<3>(cpuFallbackCall("aten::_unique2", "", self, sorted, return_inverse, return_counts));
   if (self.numel() == 0) return emptyResult(self, return_inverse);
   const Tensor flat = self.reshape({-1});
   const int64_t n = flat.numel();
@@ -84,7 +75,8 @@ Result uniqueConsecutive(const Tensor& self, bool return_inverse, bool return_co
   // as CPU's kernel routes it (unique_dim.cpp).
   if (dim.has_value() && !(*dim == 0 && self.dim() == 1))
     return at::unique_dim_consecutive(self, *dim, return_inverse, return_counts);
-  if (!canSortLines(self)) return fallback("aten::unique_consecutive", "", self, return_inverse, return_counts, dim);
+  if (!canSortLines(self))
+    return resultTensors<3>(cpuFallbackCall("aten::unique_consecutive", "", self, return_inverse, return_counts, dim));
   if (self.numel() == 0) return emptyResult(self, return_inverse);
   return uniqueOfRuns(self.reshape({-1}), Tensor(), self.sizes(), return_inverse, return_counts);
 }

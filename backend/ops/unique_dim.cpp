@@ -30,15 +30,6 @@ namespace {
 using at::Tensor;
 using Result = std::tuple<Tensor, Tensor, Tensor>;
 
-template <class... Args>
-Result onCpuFallback(const char* name, const Args&... args) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  torch::jit::Stack stack;
-  (stack.emplace_back(args), ...);
-  cpuFallback(op, &stack);
-  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
-}
-
 // Whether the device path covers `self`: the rank keys (rank * n + rank) must fit int64.
 bool coversUniqueDim(const Tensor& self) {
   return self.dim() > 0 && self.numel() > 0 && canSortLines(self) &&
@@ -97,7 +88,8 @@ Result fromGroups(const Tensor& moved, int64_t dim, const Tensor& group, int64_t
 }
 
 Result uniqueDim(const Tensor& self, int64_t dim_, bool sorted, bool return_inverse, bool return_counts) {
-  if (!coversUniqueDim(self)) return onCpuFallback("aten::unique_dim", self, dim_, sorted, return_inverse, return_counts);
+  if (!coversUniqueDim(self))
+    return resultTensors<3>(cpuFallbackCall("aten::unique_dim", "", self, dim_, sorted, return_inverse, return_counts));
   const int64_t dim = at::maybe_wrap_dim(dim_, self.dim());
   const Tensor moved = self.movedim(dim, 0);
   const Tensor group = rowRanks(moved.reshape({moved.size(0), -1}));
@@ -107,7 +99,8 @@ Result uniqueDim(const Tensor& self, int64_t dim_, bool sorted, bool return_inve
 
 Result uniqueDimConsecutive(const Tensor& self, int64_t dim_, bool return_inverse, bool return_counts) {
   if (!coversUniqueDim(self))
-    return onCpuFallback("aten::unique_dim_consecutive", self, dim_, return_inverse, return_counts);
+    return resultTensors<3>(
+        cpuFallbackCall("aten::unique_dim_consecutive", "", self, dim_, return_inverse, return_counts));
   const int64_t dim = at::maybe_wrap_dim(dim_, self.dim());
   const Tensor moved = self.movedim(dim, 0);
   const int64_t n = moved.size(0);
