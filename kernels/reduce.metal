@@ -11,7 +11,7 @@
 //                      threadgroup memory combine them. For rows along contiguous memory,
 //                      and for few long rows, whose R the host splits into parts
 //                      (several threadgroups per output, then <op>_partials_<T>). GPUs only.
-//   <op>_cols_<T>      a thread per REDUCE_COLS adjacent outputs, looping over R: for
+//   <op>_cols_<T>      a thread per s.cols adjacent outputs, looping over R: for
 //                      reductions over outer dims (bias gradients, sum(dim=0)), where
 //                      adjacent outputs are adjacent in memory. Also splits R into parts.
 //                      The simulator runs every reduction through it (a thread is a loop
@@ -28,14 +28,20 @@ using namespace metal;
 // so that a float sum over a long run keeps the accuracy of short ones.
 #define METALX_REDUCE_BLOCK 512
 
-// A GPU thread reads elements a SIMD width apart (coalesced). Column kernels give a
-// simulated thread one vector of outputs, and a simulated thread reducing a contiguous
-// run keeps METALX_REDUCE_LANES accumulators (see reduce_run).
+// A GPU thread reads elements a SIMD width apart (coalesced): one output per column
+// thread. A simulated column thread takes up to METALX_REDUCE_COLS outputs whose rows it
+// reduces one after another, or up to METALX_REDUCE_WIDE adjacent outputs (the host
+// picks, s.cols) when they are adjacent in memory: it then reads a page-wide strip of
+// each input row, which the CPU's prefetchers stream, where a 64-byte strip at a row
+// stride missed the cache and the TLB at every row. A simulated thread reducing a
+// contiguous run keeps METALX_REDUCE_LANES accumulators (see reduce_run).
 #ifdef METALSIM_VECTOR_BYTES
 #define METALX_REDUCE_COLS 16
+#define METALX_REDUCE_WIDE 1024
 #define METALX_REDUCE_LANES 16
 #else
 #define METALX_REDUCE_COLS 1
+#define METALX_REDUCE_WIDE 1
 #define METALX_REDUCE_LANES 1
 #endif
 
@@ -44,6 +50,8 @@ struct ReduceShape {
   uint red_ndim;
   uint threads_per_output;  // rows kernel: 32 or 256
   uint parts;               // partitions of each row
+  uint cols;                // cols kernel: adjacent outputs per thread (<= REDUCE_WIDE if
+                            // they are adjacent in memory, else <= REDUCE_COLS)
   ulong outputs;
   ulong reduce_size;
   ulong part_size;  // elements of a row per part
@@ -400,32 +408,34 @@ kernel void reduce_cols(device const T* in [[buffer(0)]],
   typedef typename Op<T>::A A;
   Op<T> op;
   op.load(s);
-  // Threads: parts x rows of kept dim 0 x blocks of REDUCE_COLS outputs along it.
+  // Threads: parts x rows of kept dim 0 x blocks of s.cols outputs along it.
   const ulong size0 = s.kept_sizes[0];
-  const ulong blocks0 = (size0 + METALX_REDUCE_COLS - 1) / METALX_REDUCE_COLS;
+  const ulong blocks0 = (size0 + s.cols - 1) / s.cols;
   const ulong rows = s.outputs / size0;
   const ulong item = tid;
   if (item >= blocks0 * rows * s.parts) return;
   const uint part = uint(item / (blocks0 * rows));
   const ulong rest = item - ulong(part) * blocks0 * rows;
   const ulong row = rest / blocks0;
-  const ulong o0 = row * size0 + (rest - row * blocks0) * METALX_REDUCE_COLS;
-  const uint count = uint(umin(ulong(METALX_REDUCE_COLS), row * size0 + size0 - o0));
+  const ulong o0 = row * size0 + (rest - row * blocks0) * s.cols;
+  const uint count = uint(umin(ulong(s.cols), row * size0 + size0 - o0));
   const ulong base = kept_offsets(s, o0).in, step = s.kept_in[0];
   const ulong begin = ulong(part) * s.part_size;
   const ulong end = umin(begin + s.part_size, s.reduce_size);
-  A acc[METALX_REDUCE_COLS];
-  for (uint j = 0; j < METALX_REDUCE_COLS; ++j) acc[j] = op.identity();
-  if (count == METALX_REDUCE_COLS && step == 1) {
+  A acc[METALX_REDUCE_WIDE];
+  for (uint j = 0; j < count; ++j) acc[j] = op.identity();
+  if (step == 1) {
+    // Adjacent outputs: a strip of `count` elements of each reduced row, summed in
+    // blocks of rows.
+    A block[METALX_REDUCE_WIDE];
     for (ulong r0 = begin; r0 < end; r0 += METALX_REDUCE_BLOCK) {
       const ulong r1 = umin(r0 + METALX_REDUCE_BLOCK, end);
-      A block[METALX_REDUCE_COLS];
-      for (uint j = 0; j < METALX_REDUCE_COLS; ++j) block[j] = op.identity();
+      for (uint j = 0; j < count; ++j) block[j] = op.identity();
       for (ulong r = r0; r < r1; ++r) {
         device const T* p = in + base + reduced_offset(s, r);
-        for (uint j = 0; j < METALX_REDUCE_COLS; ++j) block[j] = op.combine(block[j], op.map(p[j], r));
+        for (uint j = 0; j < count; ++j) block[j] = op.combine(block[j], op.map(p[j], r));
       }
-      for (uint j = 0; j < METALX_REDUCE_COLS; ++j) acc[j] = op.combine(acc[j], block[j]);
+      for (uint j = 0; j < count; ++j) acc[j] = op.combine(acc[j], block[j]);
     }
   } else if (s.red_ndim == 1 && s.red_in[0] == 1) {
     // Each output's elements are contiguous: its rows one after another.
@@ -435,9 +445,9 @@ kernel void reduce_cols(device const T* in [[buffer(0)]],
         acc[j] = op.combine(acc[j], reduce_run<Op, T>(op, row, r0, umin(r0 + METALX_REDUCE_BLOCK, end)));
     }
   } else {
+    A block[METALX_REDUCE_COLS];
     for (ulong r0 = begin; r0 < end; r0 += METALX_REDUCE_BLOCK) {
       const ulong r1 = umin(r0 + METALX_REDUCE_BLOCK, end);
-      A block[METALX_REDUCE_COLS];
       for (uint j = 0; j < count; ++j) block[j] = op.identity();
       for (ulong r = r0; r < r1; ++r) {
         device const T* p = in + base + reduced_offset(s, r);

@@ -21,6 +21,7 @@ struct ReduceShape {
   uint32_t red_ndim = 0;
   uint32_t threads_per_output = 32;
   uint32_t parts = 1;
+  uint32_t cols = 1;
   uint64_t outputs = 1;
   uint64_t reduce_size = 1;
   uint64_t part_size = 1;
@@ -115,16 +116,24 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
   }
   const bool columns =
       !kept.empty() && (simulated || (kept[0].in == 1 && (red.empty() || red[0].in != 1)));
-  // Enough parallel work for the device: many threadgroups on a GPU, a few per core on
-  // the simulator (each with long contiguous runs).
-  const uint64_t want = simulated ? 16 : 1024;
+  // Enough parallel work for the device: many threadgroups on a GPU; on the simulator
+  // several per core (each with long contiguous runs), as the simulator runs the first
+  // threadgroup of a small dispatch alone (to time it) and gives each core whole
+  // threadgroups: with 16 of them on 2 cores one core ran 9.
+  const uint64_t want = simulated ? 128 : 1024;
+  // Elements of one work item after splitting (a part of a row, or of a strip of cols).
   const uint64_t min_part = simulated ? 65536 : 4096;
   Variant variant;
   uint64_t work_items;  // threadgroups (rows) or threads (cols) before splitting
+  uint64_t item_width = 1;  // outputs per work item that share the split of R
   if (columns) {
-    const uint64_t cols = simulated ? 16 : 1;  // kernels/reduce.metal's METALX_REDUCE_COLS
+    // kernels/reduce.metal's METALX_REDUCE_WIDE (adjacent outputs adjacent in memory)
+    // or METALX_REDUCE_COLS outputs per simulated thread; one per GPU thread.
+    const uint64_t cols = !simulated ? 1 : kept[0].in == 1 ? std::min<uint64_t>(1024, kept[0].size) : 16;
+    s.cols = static_cast<uint32_t>(cols);
     variant = Variant::Columns;
     work_items = ceilDiv(kept[0].size, cols) * (O / kept[0].size);
+    if (kept[0].in == 1) item_width = cols;
     if (!simulated) work_items = ceilDiv(work_items, kGroup);  // in threadgroups
   } else {
     variant = Variant::Rows;
@@ -132,8 +141,8 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
     work_items = ceilDiv(O, kGroup / s.threads_per_output);
   }
   uint64_t parts = 1;
-  if (work_items < want && R >= 2 * min_part)
-    parts = std::min<uint64_t>({ceilDiv(want, work_items), R / min_part, 1024});
+  if (work_items < want && R * item_width >= 2 * min_part)
+    parts = std::min<uint64_t>({ceilDiv(want, work_items), R * item_width / min_part, R, 1024});
   s.parts = static_cast<uint32_t>(parts);
   s.part_size = ceilDiv(R, parts);
 
@@ -162,8 +171,7 @@ bool runReduction(KernelFamily& kernels, const ReductionRequest& request) {
     if (variant == Variant::Rows) {
       e.dispatchThreadgroups({parts, ceilDiv(O, kGroup / s.threads_per_output), 1}, {kGroup, 1, 1});
     } else {
-      const uint64_t cols = simulated ? 16 : 1;
-      const uint64_t threads = ceilDiv(kept[0].size, cols) * (O / kept[0].size) * parts;
+      const uint64_t threads = ceilDiv(kept[0].size, s.cols) * (O / kept[0].size) * parts;
       // The simulator spreads threadgroups over its cores: at least `want` of them, since
       // each of its threads loops over a whole share of the input.
       const uint64_t group = simulated ? std::clamp<uint64_t>(threads / want, 1, kGroup) : kGroup;

@@ -11,7 +11,9 @@
 //   - a split of every row into parts, with a partials pass, when there are too few
 //     outputs to fill the device (full reductions, a few long rows).
 // On the simulator always cols (a full reduction as one output), in enough
-// threadgroups to spread over its cores.
+// threadgroups to spread over its cores; a thread there reduces up to 1024 adjacent
+// outputs that are adjacent in memory (page-wide strips of each row), with R split into
+// parts when that leaves too few threads.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -169,7 +169,10 @@ def test_large_reductions_pick_the_kernel_for_the_shape():
     check(d.sum(), x.sum(), scale=100)
     m = torch.randn(4096, 64)
     dm = m.to(DEV)
-    assert kernels_run(lambda: dm.sum(0)) == ["sum_cols_float"]  # outer dim: adjacent outputs
+    # Outer dim: adjacent outputs. The simulator gives one thread all 64 of them and
+    # splits the 4096 rows into parts to keep both cores busy.
+    cols = "sum_cols_float + sum_partials_float" if simulated else "sum_cols_float"
+    assert kernels_run(lambda: dm.sum(0)) == [cols]
     check(dm.sum(0), m.sum(0), scale=10)
     # Rows along contiguous memory: a SIMD group per output on a GPU; the simulator runs
     # every reduction on the column kernel (no fibers).
@@ -181,6 +184,35 @@ def test_large_reductions_pick_the_kernel_for_the_shape():
     torch.testing.assert_close(d.sum().cpu().double(), x.double().sum(), rtol=1e-5, atol=1e-3)
     check(tall.to(DEV).var(0), tall.var(0))
     check(tall.to(DEV).argmax(0), tall.argmax(0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+def test_outer_dim_reductions_over_wide_strips_and_parts(dtype):
+    # Reducing the outer dim of a wide matrix: the simulator gives a thread a strip of up
+    # to 1024 adjacent outputs (here one full strip and a ragged one of 476), and splits
+    # the rows into parts when there are few strips; NaN and ties sit in both strips.
+    x = sample((3000, 1500), dtype, seed=7)
+    if dtype.is_floating_point:
+        x[1234, 5] = float("nan")
+        x[2999, 1400] = float("nan")
+    d = x.to(DEV)
+    check(d.sum(0), x.sum(0), dtype, scale=100)
+    check(d.amax(0), x.amax(0), dtype)
+    check(d.amin(0, keepdim=True), x.amin(0, keepdim=True), dtype)
+    check(d.argmax(0), x.argmax(0))
+    check(d.argmin(0), x.argmin(0))
+    check(d.any(0), x.any(0))
+    check(d.all(0), x.all(0))
+    if dtype.is_floating_point:
+        check(d.mean(0), x.mean(0), dtype)
+        check(d.var(0), x.var(0), dtype, scale=10)
+        check(torch.linalg.vector_norm(d, dim=0), torch.linalg.vector_norm(x, dim=0), dtype, scale=10)
+        check(d.sum(0, dtype=torch.float32), x.sum(0, dtype=torch.float32), torch.float32, scale=100)
+    # Outer and middle dims with a kept innermost dim, and a view with a row stride.
+    y = sample((6, 700, 300), dtype, seed=8)
+    check(y.to(DEV).sum((0, 1)), y.sum((0, 1)), dtype, scale=100)
+    check(y.to(DEV).amax(1), y.amax(1), dtype)
+    check(d[:, 100:1400].sum(0), x[:, 100:1400].sum(0), dtype, scale=100)
 
 
 def test_float64_reductions_fall_back():

@@ -34,7 +34,8 @@ bool WorkerPool::work(Job& job) {
     if (c >= job.chunks) return did;
     did = true;
     if (!job.failed.load(std::memory_order_relaxed)) {
-      size_t begin = c * job.chunk, end = std::min(job.n, begin + job.chunk);
+      // Chunk c is [c n / chunks, (c + 1) n / chunks): sizes differ by at most one.
+      size_t begin = c * job.n / job.chunks, end = (c + 1) * job.n / job.chunks;
       try {
         (*job.fn)(begin, end);
       } catch (...) {
@@ -53,10 +54,10 @@ void WorkerPool::parallelFor(size_t n, const std::function<void(size_t, size_t)>
   job->fn = &fn;
   job->n = n;
   // Several chunks per thread balance uneven groups; not so many that the shared
-  // counter becomes the cost.
-  size_t target_chunks = static_cast<size_t>(threads()) * 8;
-  job->chunk = std::max<size_t>(1, n / target_chunks);
-  job->chunks = (n + job->chunk - 1) / job->chunk;
+  // counter becomes the cost. Equal chunks, a multiple of the thread count when n allows:
+  // with n / (8 threads) rounded down and a short last chunk, 255 groups on 2 threads
+  // made 17 chunks of 15, so one thread ran 9 of them and the other 8.
+  job->chunks = std::min(n, static_cast<size_t>(threads()) * 8);
   bool shared = job->chunks > 1 && !workers_.empty();
   if (shared) {
     {

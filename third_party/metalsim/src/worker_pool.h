@@ -33,7 +33,7 @@ class WorkerPool {
   explicit WorkerPool(int threads);
   struct Job {
     const std::function<void(size_t, size_t)>* fn;
-    size_t n, chunk;
+    size_t n;
     std::atomic<size_t> next{0};
     std::atomic<size_t> finished{0};  // chunks done
     size_t chunks;
