@@ -79,7 +79,7 @@ METALX_BINARY_META(div_true, div_Tensor, div_true, kFloatTypes | kComplex64, "at
 METALX_BINARY_META(remainder, remainder_Tensor, remainder, kNumberTypes, "aten::remainder", "Tensor_out",
                    launch::kIntegerDivision)
 METALX_BINARY_META(fmod, fmod_Tensor, fmod, kNumberTypes, "aten::fmod", "Tensor_out", launch::kIntegerDivision)
-METALX_BINARY_META(pow, pow_Tensor_Tensor, pow, kNumberTypes, "aten::pow", "Tensor_Tensor_out")
+METALX_BINARY_META(pow, pow_Tensor_Tensor, pow, kNumberTypes | kComplex64, "aten::pow", "Tensor_Tensor_out")
 METALX_BINARY(atan2, atan2, kFloatTypes, "out")
 METALX_BINARY(hypot, hypot, kFloatTypes, "out")
 METALX_BINARY(maximum, maximum, kAllTypes, "out")
