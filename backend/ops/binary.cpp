@@ -272,12 +272,18 @@ at::Tensor& lshiftScalarInplace(at::Tensor& self, const at::Scalar& other) { ret
 at::Tensor rshiftScalar(const at::Tensor& self, const at::Scalar& other) { return rshift_functional(self, wrappedScalar(other)); }
 at::Tensor& rshiftScalarInplace(at::Tensor& self, const at::Scalar& other) { return rshift_inplace(self, wrappedScalar(other)); }
 
-// pow(Scalar, Tensor): the base inline.
+// pow(Scalar, Tensor): the base inline. CPU's pow(1, x) is 1 for every x (a NaN or a
+// complex infinity too, where exp(x log 1) is NaN): the result, checked and shaped by
+// the kernel's call, is then filled with ones.
 at::Tensor powScalarBase(const at::Scalar& base, const at::Tensor& exponent) {
-  return pow_functional(wrappedScalar(base), exponent);
+  at::Tensor result = pow_functional(wrappedScalar(base), exponent);
+  if (base.equal(1.0)) result.fill_(1);
+  return result;
 }
 at::Tensor& powScalarBaseOut(const at::Scalar& base, const at::Tensor& exponent, at::Tensor& out) {
-  return pow_out(wrappedScalar(base), exponent, out);
+  pow_out(wrappedScalar(base), exponent, out);
+  if (base.equal(1.0)) out.fill_(1);
+  return out;
 }
 
 // ---- logical ops: bool results, inputs promoted to their common dtype ----

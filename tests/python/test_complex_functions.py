@@ -285,6 +285,12 @@ def test_pow_forms():
     got = a.to(DEV)
     assert got.pow_(b.to(DEV)) is got
     assert_same(got, torch.pow(a, b))
+    # CPU's 1 ** x is 1 even for infinite and NaN exponents
+    odd = torch.tensor([complex(INF, 0), complex(NAN, 1), 2 + 3j])
+    assert_same(torch.pow(1.0, odd.to(DEV)), torch.pow(1.0, odd))
+    out = torch.empty(0, dtype=C64, device=DEV)
+    assert torch.pow(1, odd.to(DEV), out=out) is out
+    assert_same(out, torch.pow(1, odd))
     # a real tensor to a complex power promotes
     assert_same(torch.pow(a.real.to(DEV), b.to(DEV)), torch.pow(a.real, b))
     assert_native()
