@@ -20,6 +20,7 @@
 //                      one after another, each by reduce_run's independent lanes.
 //   <op>_partials_<T>  a thread per output combines its parts' accumulators.
 #include <metal_stdlib>
+#include "complex.h"
 using namespace metal;
 
 #define METALX_REDUCE_MAX_DIMS 8
@@ -149,6 +150,19 @@ template <typename T> struct prod_red : reduce_fn {
 };
 
 // amax/amin propagate NaN. Integers compare in long, floats in float.
+// complex64 products: the float2 itself accumulates, multiplied as c10::complex's
+// operator* (one product of each part fused into the sum).
+inline complex64 shuffle_down(complex64 v, ushort d) { return complex64(shuffle_down(v.x, d), shuffle_down(v.y, d)); }
+template <> struct prod_red<complex64> : reduce_fn {
+  typedef complex64 A;
+  A identity() const { return A(1.0f, 0.0f); }
+  A map(complex64 x, ulong) const { return x; }
+  A combine(A a, A b) const { return cmul_fused(a, b); }
+  A shuffle(A a, ushort d) const { return shuffle_down(a, d); }
+  template <typename O> O project(A a) const { return O(a); }
+  long index(A) const { return 0; }
+};
+
 template <typename T> struct max_red : reduce_fn {
   typedef typename acc_of<T>::type A;
   A identity() const { return lowest(); }
@@ -498,6 +512,7 @@ METALX_REDUCE_FLOATS(METALX_REDUCE_SAME, sum, sum_red)
 METALX_REDUCE_INTS(METALX_REDUCE_LONG, sum, sum_red)
 METALX_REDUCE_FLOATS(METALX_REDUCE_SAME, prod, prod_red)
 METALX_REDUCE_INTS(METALX_REDUCE_LONG, prod, prod_red)
+METALX_REDUCE_SAME(prod, prod_red, complex64)
 METALX_REDUCE_FLOATS(METALX_REDUCE_SAME, amax, max_red)
 METALX_REDUCE_INTS(METALX_REDUCE_SAME, amax, max_red)
 METALX_REDUCE_FLOATS(METALX_REDUCE_SAME, amin, min_red)

@@ -18,6 +18,7 @@
 // correction to outputs already rounded) keeps the results those of a serial scan,
 // but for the rounding of the part totals.
 #include <metal_stdlib>
+#include "complex.h"
 using namespace metal;
 
 #define METALX_SCAN_MAX_DIMS 8
@@ -84,6 +85,16 @@ template <typename T> struct cumprod_scan {
   void step(thread ScanState<A>& s, T x, long) const { s.value *= A(x); }
   void merge(thread ScanState<A>& s, ScanState<A> later) const { s.value *= later.value; }
   T project(A v) const { return T(v); }
+};
+
+// complex64 products multiply as c10::complex's operator* (one product of each part
+// fused into the sum). complex64 cumsum needs no kernel: it is the float scan of each part.
+template <> struct cumprod_scan<complex64> {
+  typedef complex64 A;
+  A identity() const { return A(1.0f, 0.0f); }
+  void step(thread ScanState<A>& s, complex64 x, long) const { s.value = cmul_fused(s.value, x); }
+  void merge(thread ScanState<A>& s, ScanState<A> later) const { s.value = cmul_fused(s.value, later.value); }
+  complex64 project(A v) const { return v; }
 };
 
 template <typename T> inline bool scan_is_nan(T v) { return v != v; }
@@ -253,6 +264,7 @@ METALX_SCAN_FLOATS(cumsum, cumsum_scan)
 METALX_SCAN_INTS(cumsum, cumsum_scan)
 METALX_SCAN_FLOATS(cumprod, cumprod_scan)
 METALX_SCAN_INTS(cumprod, cumprod_scan)
+METALX_SCAN_KERNELS(cumprod, cumprod_scan, complex64)
 METALX_SCAN_FLOATS(cummax, cummax_scan)
 METALX_SCAN_INTS(cummax, cummax_scan)
 METALX_SCAN_KERNELS(cummax, cummax_scan, bool)

@@ -94,3 +94,39 @@ template <typename M> struct addcdiv_op : elementwise_fn {
 };
 METALX_FOR_NUMBERS(METALX_TERNARY_KERNELS, addcmul, addcmul_op)
 METALX_FOR_FLOATS(METALX_TERNARY_KERNELS, addcdiv, addcdiv_op)
+
+// ---- complex64 lerp, addcmul, addcdiv (kernels/complex.h arithmetic) ----
+// Scalars arrive as (f[2k], f[2k+1]) = (real, imag). The multiplications round each
+// product, as CPU's vectorised complex loops do.
+
+inline complex64 complex_scalar_arg(constant OpScalars& s, int k) { return complex64(s.f[2 * k], s.f[2 * k + 1]); }
+// From the nearer end, as CPU's vectorised lerp: |weight| < 0.5 (the complex magnitude)
+// gives start + weight (end - start), else end + (weight - 1)(end - start).
+inline complex64 clerp(complex64 start, complex64 end, complex64 weight) {
+  const bool small = cabs(weight) < 0.5f;
+  const complex64 coeff = small ? weight : weight - complex64(1.0f, 0.0f);
+  return cmul(coeff, end - start) + (small ? start : end);
+}
+template <typename M> struct clerp_op : elementwise_fn {
+  complex64 operator()(complex64 start, complex64 end, complex64 weight) const { return clerp(start, end, weight); }
+};
+template <typename M> struct clerp_scalar_op : elementwise_fn {
+  complex64 weight;
+  void load(constant OpScalars& k) { weight = complex_scalar_arg(k, 0); }
+  complex64 operator()(complex64 start, complex64 end) const { return clerp(start, end, weight); }
+};
+// self + (value * t1) * t2 and self + value * (t1 / t2), CPU's orders.
+template <typename M> struct caddcmul_op : elementwise_fn {
+  complex64 value;
+  void load(constant OpScalars& k) { value = complex_scalar_arg(k, 0); }
+  complex64 operator()(complex64 self, complex64 t1, complex64 t2) const { return self + cmul(cmul(value, t1), t2); }
+};
+template <typename M> struct caddcdiv_op : elementwise_fn {
+  complex64 value;
+  void load(constant OpScalars& k) { value = complex_scalar_arg(k, 0); }
+  complex64 operator()(complex64 self, complex64 t1, complex64 t2) const { return self + cmul(value, cdiv(t1, t2)); }
+};
+METALX_TERNARY_KERNELS(lerp, clerp_op, complex64)
+METALX_BINARY_KERNELS(lerp_scalar, clerp_scalar_op, complex64)
+METALX_TERNARY_KERNELS(addcmul, caddcmul_op, complex64)
+METALX_TERNARY_KERNELS(addcdiv, caddcdiv_op, complex64)

@@ -79,7 +79,7 @@ METALX_BINARY_META(div_true, div_Tensor, div_true, kFloatTypes | kComplex64, "at
 METALX_BINARY_META(remainder, remainder_Tensor, remainder, kNumberTypes, "aten::remainder", "Tensor_out",
                    launch::kIntegerDivision)
 METALX_BINARY_META(fmod, fmod_Tensor, fmod, kNumberTypes, "aten::fmod", "Tensor_out", launch::kIntegerDivision)
-METALX_BINARY_META(pow, pow_Tensor_Tensor, pow, kNumberTypes, "aten::pow", "Tensor_Tensor_out")
+METALX_BINARY_META(pow, pow_Tensor_Tensor, pow, kNumberTypes | kComplex64, "aten::pow", "Tensor_Tensor_out")
 METALX_BINARY(atan2, atan2, kFloatTypes, "out")
 METALX_BINARY(hypot, hypot, kFloatTypes, "out")
 METALX_BINARY(maximum, maximum, kAllTypes, "out")
@@ -272,12 +272,18 @@ at::Tensor& lshiftScalarInplace(at::Tensor& self, const at::Scalar& other) { ret
 at::Tensor rshiftScalar(const at::Tensor& self, const at::Scalar& other) { return rshift_functional(self, wrappedScalar(other)); }
 at::Tensor& rshiftScalarInplace(at::Tensor& self, const at::Scalar& other) { return rshift_inplace(self, wrappedScalar(other)); }
 
-// pow(Scalar, Tensor): the base inline.
+// pow(Scalar, Tensor): the base inline. CPU's pow(1, x) is 1 for every x (a NaN or a
+// complex infinity too, where exp(x log 1) is NaN): the result, checked and shaped by
+// the kernel's call, is then filled with ones.
 at::Tensor powScalarBase(const at::Scalar& base, const at::Tensor& exponent) {
-  return pow_functional(wrappedScalar(base), exponent);
+  at::Tensor result = pow_functional(wrappedScalar(base), exponent);
+  if (base.equal(1.0)) result.fill_(1);
+  return result;
 }
 at::Tensor& powScalarBaseOut(const at::Scalar& base, const at::Tensor& exponent, at::Tensor& out) {
-  return pow_out(wrappedScalar(base), exponent, out);
+  pow_out(wrappedScalar(base), exponent, out);
+  if (base.equal(1.0)) out.fill_(1);
+  return out;
 }
 
 // ---- logical ops: bool results, inputs promoted to their common dtype ----

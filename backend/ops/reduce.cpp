@@ -4,7 +4,7 @@
 // functions give the output shapes and dtypes where the op is structured; float64,
 // complex128 and layouts past the kernels' limits run on the CPU fallback. complex64
 // sum and mean reduce the tensor's (real, imag) float view, its vector norms the float
-// abs; its prod takes the fallback.
+// abs, var/std add the two parts' variances; its prod has kernels of its own.
 // (logsumexp decomposes into amax, sub, exp, sum and log, all native.)
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
@@ -58,7 +58,8 @@ struct ReduceOp {
 
 ReduceOp sum_op{{"sum", kAllTypes}, Output::LongForIntegers, 0.0};
 ReduceOp mean_op{{"sum", kFloatTypes}, Output::Same, std::nan("")};
-ReduceOp prod_op{{"prod", kAllTypes}, Output::LongForIntegers, 1.0};
+// complex64 products have kernels of their own (sums and means reduce the (real, imag) view).
+ReduceOp prod_op{{"prod", kAllTypes | launch::DTypeSet{launch::DType::Complex64}}, Output::LongForIntegers, 1.0};
 ReduceOp amax_op{{"amax", kAllTypes}, Output::Same, 0.0};
 ReduceOp amin_op{{"amin", kAllTypes}, Output::Same, 0.0};
 ReduceOp argmax_op{{"argmax", kAllTypes}, Output::Same, 0.0};
@@ -432,6 +433,18 @@ at::Tensor& vectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::Opt
 // The kernel's scalars: correction, 1 for std.
 bool varInto(const at::Tensor& self, const std::vector<int64_t>& dims, double correction, bool std_dev,
              const at::Tensor& out, const at::Tensor* mean) {
+  // complex64 (a float result): CPU's variance of the real parts plus that of the
+  // imaginary parts, then the square root for std; var_mean's complex mean falls back.
+  if (self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kFloat && !mean) {
+    const at::Tensor parts = at::view_as_real(self.resolve_conj());
+    const at::Tensor imag_var = at::empty_like(out);
+    if (!varInto(parts.select(-1, 0), dims, correction, false, out, nullptr) ||
+        !varInto(parts.select(-1, 1), dims, correction, false, imag_var, nullptr))
+      return false;
+    const_cast<at::Tensor&>(out).add_(imag_var);
+    if (std_dev) const_cast<at::Tensor&>(out).sqrt_();
+    return true;
+  }
   if (!c10::isFloatingType(self.scalar_type()) || !launch::kernelDtype(self.scalar_type())) return false;
   const std::array<float, 4> scalars = {static_cast<float>(correction), std_dev ? 1.0f : 0.0f, 0, 0};
   if (!reduceInto(var_op, self, dims, out, nullptr, scalars)) return false;
@@ -443,7 +456,8 @@ bool varInto(const at::Tensor& self, const std::vector<int64_t>& dims, double co
   at::Tensor ID(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, \
                 bool keepdim) {                                                                         \
     const auto dims = wrapDims(self, dim);                                                              \
-    at::Tensor out = at::empty(reducedShape(self, dims, keepdim), self.options());                      \
+    at::Tensor out = at::empty(reducedShape(self, dims, keepdim),                                       \
+                               self.options().dtype(c10::toRealValueType(self.scalar_type())));         \
     if (!varInto(self, dims, correction ? correction->toDouble() : 1.0, STD, out, nullptr)) {           \
       torch::jit::Stack stack{self, boxed(dim), correction, keepdim};                                   \
       launch::runOutOnCpuFallback(c10::Dispatcher::singleton().findSchemaOrThrow("aten::" #ID, "correction"), \

@@ -1,8 +1,9 @@
 // Scans on metalx: cumsum, cumprod (functional, out= and in-place, through torch's meta
 // functions), cummax/cummin (their _helper ops, which torch's composites call with the
 // outputs allocated) and logcumsumexp (_logcumsumexp), through kernels/scan.metal
-// (backend/launch/scan.h). float64, complex, and dtypes without kernels run on the CPU
-// fallback.
+// (backend/launch/scan.h). complex64 cumsum scans the (real, imag) float view and
+// complex64 cumprod has kernels; float64, complex128, other complex64 scans and dtypes
+// without kernels run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -20,7 +21,7 @@ namespace {
 using launch::KernelFamily;
 
 KernelFamily cumsum_kernels{"cumsum", launch::kNumberTypes};
-KernelFamily cumprod_kernels{"cumprod", launch::kNumberTypes};
+KernelFamily cumprod_kernels{"cumprod", launch::kNumberTypes | launch::DTypeSet{launch::DType::Complex64}};
 KernelFamily cummax_kernels{"cummax", launch::kAllTypes};
 KernelFamily cummin_kernels{"cummin", launch::kAllTypes};
 KernelFamily logcumsumexp_kernels{"logcumsumexp", launch::kFloatTypes};
@@ -53,23 +54,31 @@ bool hasKernel(KernelFamily& kernels, c10::ScalarType t) {
 
 // The structured ops' kernel: the input as the result's dtype, scanned into it (CPU's
 // order of checks: a 0-dim input is copied, an empty one leaves nothing to do).
+// `by_parts`: the scan of a complex64 tensor is the float scan of each part (sums), run on
+// the (real, imag) views, whose added last dim is kept.
 template <class Fallback>
-void cumulative(KernelFamily& kernels, const at::Tensor& self, int64_t dim, const at::Tensor& result,
+void cumulative(KernelFamily& kernels, bool by_parts, const at::Tensor& self, int64_t dim, const at::Tensor& result,
                 const Fallback& fallback) {
-  if (!hasKernel(kernels, result.scalar_type())) return fallback();
+  const bool complex_parts = by_parts && result.scalar_type() == at::kComplexFloat && !result.is_conj();
+  if (!complex_parts && !hasKernel(kernels, result.scalar_type())) return fallback();
   if (self.dim() == 0) {
     const_cast<at::Tensor&>(result).copy_(self);
     return;
   }
   if (self.numel() == 0) return;
+  if (complex_parts) {
+    const at::Tensor input = self.scalar_type() == at::kComplexFloat ? self.resolve_conj() : self.to(at::kComplexFloat);
+    scanInto(kernels, at::view_as_real(input), at::maybe_wrap_dim(dim, self.dim()), at::view_as_real(result));
+    return;
+  }
   const at::Tensor input = self.scalar_type() == result.scalar_type() ? self : self.to(result.scalar_type());
   scanInto(kernels, input, dim, result);
 }
 
-#define METALX_CUMULATIVE(ID, KERNELS)                                                                       \
+#define METALX_CUMULATIVE(ID, KERNELS, BY_PARTS)                                                                     \
   void ID##Impl(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype,                  \
                 const at::Tensor& result) {                                                                \
-    cumulative(KERNELS, self, dim, result, [&] {                                                           \
+    cumulative(KERNELS, BY_PARTS, self, dim, result, [&] {                                                      \
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::" #ID, "out");          \
       launch::cpuFallbackOut(op, {result}, self, dim, dtype);                                              \
     });                                                                                                    \
@@ -95,8 +104,8 @@ void cumulative(KernelFamily& kernels, const at::Tensor& self, int64_t dim, cons
     op.finish();                                                                                           \
     return self;                                                                                           \
   }
-METALX_CUMULATIVE(cumsum, cumsum_kernels)
-METALX_CUMULATIVE(cumprod, cumprod_kernels)
+METALX_CUMULATIVE(cumsum, cumsum_kernels, true)
+METALX_CUMULATIVE(cumprod, cumprod_kernels, false)
 #undef METALX_CUMULATIVE
 
 // ---- cummax, cummin ----

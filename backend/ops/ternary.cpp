@@ -25,7 +25,9 @@ using Scalars = std::initializer_list<at::Scalar>;
 
 // ---- where ----
 
-ElementwiseOp where_def("where", kAllTypes | launch::DTypeSet{launch::DType::Complex64}, "aten::where", "self_out");
+// complex64: where, lerp, addcmul and addcdiv (kernels/ternary.metal's complex section).
+constexpr launch::DTypeSet kComplex64{launch::DType::Complex64};
+ElementwiseOp where_def("where", kAllTypes | kComplex64, "aten::where", "self_out");
 
 at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   const c10::ScalarType result_type = at::result_type(self, other);
@@ -208,8 +210,8 @@ METALX_STRUCTURED_TERNARYISH(clamp_max_tensor, clamp_max_Tensor, clamp_max_tenso
 
 // ---- lerp ----
 
-ElementwiseOp lerp_scalar_def("lerp_scalar", kFloatTypes, "aten::lerp", "Scalar_out");
-ElementwiseOp lerp_tensor_def("lerp", kFloatTypes, "aten::lerp", "Tensor_out");
+ElementwiseOp lerp_scalar_def("lerp_scalar", kFloatTypes | kComplex64, "aten::lerp", "Scalar_out");
+ElementwiseOp lerp_tensor_def("lerp", kFloatTypes | kComplex64, "aten::lerp", "Tensor_out");
 #define PARAMS_INPLACE_lerp_scalar (at::Tensor & self, const at::Tensor& end, const at::Scalar& weight)
 #define PARAMS_INPLACE_lerp_tensor (at::Tensor & self, const at::Tensor& end, const at::Tensor& weight)
 METALX_STRUCTURED_TERNARYISH(lerp_scalar, lerp_Scalar, lerp_scalar_def, (Scalars{weight}),
@@ -223,8 +225,8 @@ METALX_STRUCTURED_TERNARYISH(lerp_tensor, lerp_Tensor, lerp_tensor_def, {},
 
 // ---- addcmul / addcdiv ----
 
-ElementwiseOp addcmul_def("addcmul", kNumberTypes, "aten::addcmul", "out");
-ElementwiseOp addcdiv_def("addcdiv", kFloatTypes, "aten::addcdiv", "out");
+ElementwiseOp addcmul_def("addcmul", kNumberTypes | kComplex64, "aten::addcmul", "out");
+ElementwiseOp addcdiv_def("addcdiv", kFloatTypes | kComplex64, "aten::addcdiv", "out");
 #define METALX_ADDC_PARAMS const at::Tensor &tensor1, const at::Tensor &tensor2, const at::Scalar &value
 #define PARAMS_INPLACE_addcmul (at::Tensor & self, METALX_ADDC_PARAMS)
 #define PARAMS_INPLACE_addcdiv (at::Tensor & self, METALX_ADDC_PARAMS)

@@ -2,7 +2,7 @@
 // (backend/launch/elementwise.h), with torch's own meta functions deciding shapes,
 // dtypes and out= rules (backend/launch/structured.h). float64 (but reciprocal) and
 // complex128 inputs run on the CPU fallback; complex64 has kernels for the ops in
-// kernels/complex_math.metal, and abs/angle of complex64 run on its (real, imag) view.
+// kernels/complex_math.metal, and abs/angle/nan_to_num of complex64 run on its (real, imag) view.
 #include <ATen/ATen.h>
 #include <ATen/ops/exp_meta.h>
 #include <ATen/ops/exp2_meta.h>
@@ -83,13 +83,13 @@ constexpr launch::DTypeSet kComplex64{launch::DType::Complex64};
 
 #define METALX_FLOAT_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kFloatTypes)
 #define METALX_EACH_FLOAT_UNARY(X)                                                                   \
-  X(exp2) X(expm1) X(log2) X(log10) X(log1p) X(tan) X(asin) X(acos) X(atan) X(tanh) X(asinh)      \
-  X(acosh) X(atanh) X(erf) X(erfc) X(erfinv) X(lgamma) X(digamma) X(frac)
+  X(erf) X(erfc) X(erfinv) X(lgamma) X(digamma) X(frac)
 METALX_EACH_FLOAT_UNARY(METALX_FLOAT_UNARY)
 // The floating ops with a complex64 kernel too.
 #define METALX_FLOAT_COMPLEX_UNARY(NAME) METALX_STRUCTURED_UNARY(NAME, NAME, kFloatTypes | kComplex64)
-#define METALX_EACH_FLOAT_COMPLEX_UNARY(X) \
-  X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(sinh) X(cosh) X(sigmoid)
+#define METALX_EACH_FLOAT_COMPLEX_UNARY(X)                                                        \
+  X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt) X(rsqrt) X(sin) X(cos) X(tan) \
+  X(asin) X(acos) X(atan) X(sinh) X(cosh) X(tanh) X(asinh) X(acosh) X(atanh) X(sigmoid)
 METALX_EACH_FLOAT_COMPLEX_UNARY(METALX_FLOAT_COMPLEX_UNARY)
 // reciprocal also has a float64 kernel (integer arithmetic: kernels/float64_bits.h).
 constexpr launch::DTypeSet kFloat64{launch::DType::Float64};
@@ -258,6 +258,14 @@ at::Tensor& nanToNumOut(const at::Tensor& self, std::optional<double> nan, std::
   if (c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
     at::native::resize_output(out, self.sizes());
     out.copy_(self);
+    return out;
+  }
+  // complex64: CPU replaces NaN and infinities in each part alone, which is the float
+  // op on the (real, imag) view.
+  if (self.scalar_type() == at::kComplexFloat) {
+    at::native::resize_output(out, self.sizes());
+    at::Tensor out_parts = at::view_as_real(out);
+    nanToNumOut(at::view_as_real(self.resolve_conj()), nan, posinf, neginf, out_parts);
     return out;
   }
   // The replacements, in the dtype's range (CPU's defaults: the dtype's largest and
