@@ -12,8 +12,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
+#include "buffer_ref.h"
 #include "core/caching_allocator.h"
 #include "core/stream_pool.h"
 #include "device.h"
@@ -171,19 +173,26 @@ std::pair<rt::BufferPtr, size_t> bufferFor(const void* ptr) {
 }
 
 std::pair<rt::BufferPtr, size_t> bufferFor(const at::Tensor& tensor) {
+  rt::BufferPtr holder;
+  size_t offset = 0;
+  const rt::BufferPtr& buffer = bufferRefFor(tensor, &offset, &holder);
+  return {buffer, offset};
+}
+
+const rt::BufferPtr& bufferRefFor(const at::Tensor& tensor, size_t* offset, rt::BufferPtr* holder) {
   const c10::DataPtr& storage = tensor.storage().data_ptr();
   if (storage.get_deleter() != &releaseAllocation) {
-    rt::BufferPtr buffer;
-    size_t offset = 0;
-    if (sharedBufferFor(storage, tensor.const_data_ptr(), &buffer, &offset)) return {std::move(buffer), offset};
-    return bufferFor(tensor.const_data_ptr());
+    if (!sharedBufferFor(storage, tensor.const_data_ptr(), holder, offset))
+      std::tie(*holder, *offset) = bufferFor(tensor.const_data_ptr());
+    return *holder;
   }
   // The storage keeps its block allocated, and an allocated block's buffer and offset
-  // never change: no lock needed.
+  // never change: no lock needed, and the block's reference serves the caller.
   const auto* block = static_cast<const CachingAllocator::Block*>(storage.get_context());
   const size_t into = static_cast<size_t>(static_cast<const char*>(tensor.const_data_ptr()) -
                                           static_cast<const char*>(storage.get()));
-  return {CachingAllocator::buffer(block), CachingAllocator::offset(block) + into};
+  *offset = CachingAllocator::offset(block) + into;
+  return CachingAllocator::buffer(block);
 }
 
 c10::DeviceIndex deviceOfPointer(const void* ptr) {

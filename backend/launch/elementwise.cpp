@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "allocator.h"
+#include "buffer_ref.h"
 #include "core/stream_pool.h"
 #include "launch/elementwise_params.h"
 #include "launch/torch_dtype.h"
@@ -99,31 +100,32 @@ Layout layoutOf(const at::TensorIteratorBase& iter, int arg) {
 }
 
 // One operand as the kernel sees it: a device buffer, or a CPU scalar's bits inline.
+// Filled in place and never copied: `buffer` may point at `holder`.
 struct Operand {
-  rt::BufferPtr buffer;
+  const rt::BufferPtr* buffer = nullptr;  // the storage's own reference (bufferRefFor), or &holder
+  rt::BufferPtr holder;
   size_t offset = 0;
   uint64_t inline_bits = 0;
   size_t inline_size = 0;  // > 0: bind inline_bits
+  Operand() = default;
+  Operand(const Operand&) = delete;
+  Operand& operator=(const Operand&) = delete;
+  void setTensor(const at::Tensor& t) { buffer = &bufferRefFor(t, &offset, &holder); }
 };
 
 // `dtype`: the type the kernel reads this operand as.
-Operand operandOf(at::TensorIteratorBase& iter, int arg, c10::ScalarType dtype) {
-  Operand o;
+void setOperand(Operand& o, at::TensorIteratorBase& iter, int arg, c10::ScalarType dtype) {
   if (arg >= iter.noutputs() && iter.is_cpu_scalar(arg)) {
-    const c10::ScalarType t = dtype;
-    o.inline_bits = scalarBits(iter, arg, t);
-    o.inline_size = c10::elementSize(t);
-    return o;
+    o.inline_bits = scalarBits(iter, arg, dtype);
+    o.inline_size = c10::elementSize(dtype);
+    return;
   }
-  auto [buffer, offset] = bufferFor(iter.tensor(arg));  // the storage's buffer, no lookup
-  o.buffer = std::move(buffer);
-  o.offset = offset;
-  return o;
+  o.setTensor(iter.tensor(arg));
 }
 
 void bind(rt::ComputeEncoder& e, const Operand& o, uint32_t index) {
   if (o.inline_size) e.setBytes(&o.inline_bits, o.inline_size, index);
-  else e.setBuffer(o.buffer, o.offset, index);
+  else e.setBuffer(*o.buffer, o.offset, index);
 }
 
 // One dispatch: the operands at [[buffer(0..n-1)]], then the op's scalars and the shape.
@@ -189,7 +191,8 @@ void runWithOpmathScalarB(at::TensorIteratorBase& iter, KernelFamily& kernels, c
   const at::Tensor& out = iter.output(0);
   const at::Device device = out.device();
   // The value, in float: a CPU one inline; a device one converted there (no sync).
-  Operand value;
+  Operand operands[3];
+  Operand& value = operands[2];
   at::Tensor value_tensor;
   if (iter.is_cpu_scalar(2)) {
     const float v = iter.scalar_value<float>(2);
@@ -198,9 +201,7 @@ void runWithOpmathScalarB(at::TensorIteratorBase& iter, KernelFamily& kernels, c
   } else {
     const at::Tensor& b = iter.input(1);
     value_tensor = b.as_strided({}, {}, b.storage_offset()).to(at::kFloat);
-    auto [buffer, offset] = bufferFor(value_tensor);
-    value.buffer = std::move(buffer);
-    value.offset = offset;
+    value.setTensor(value_tensor);
   }
   // The tensor operand in the kernel dtype (a CPU one moved over), and an output of it.
   at::Tensor a = iter.input(0);
@@ -223,7 +224,8 @@ void runWithOpmathScalarB(at::TensorIteratorBase& iter, KernelFamily& kernels, c
                                 : unary.can_use_32bit_indexing() ? Variant::StridedOpmathB : Variant::Strided64OpmathB;
   Stream& stream = currentStream(device.index());
   const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, variant, *kernelDtypeFor(kernel_dtype, kernels));
-  Operand operands[3] = {operandOf(unary, 0, kernel_dtype), operandOf(unary, 1, kernel_dtype), value};
+  setOperand(operands[0], unary, 0, kernel_dtype);
+  setOperand(operands[1], unary, 1, kernel_dtype);
   dispatch(unary, stream, pipeline, variant, operands, 3, toOpScalars(options.scalars, kernel_dtype));
   if (!tmp_out.is_same(out)) const_cast<at::Tensor&>(out).copy_(tmp_out);
 }
@@ -338,7 +340,7 @@ void runElementwise(at::TensorIteratorBase& iter, KernelFamily& kernels, const E
   Operand operands[kElementwiseMaxOperands];
   for (int arg = 0; arg < iter.ntensors(); ++arg) {
     const bool typed = arg - iter.noutputs() >= options.first_typed_input;
-    operands[arg] = operandOf(iter, arg, typed ? kernel_dtype : iter.dtype(arg));
+    setOperand(operands[arg], iter, arg, typed ? kernel_dtype : iter.dtype(arg));
   }
   dispatch(iter, stream, pipeline, variant, operands, iter.ntensors(), toOpScalars(options.scalars, kernel_dtype));
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "allocator.h"
+#include "buffer_ref.h"
 #include "core/stream_pool.h"
 #include "launch/kernel_table.h"
 
@@ -47,12 +48,18 @@ void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline, c10::A
   if (grid.count == 0 || grid.rows == 0 || grid.depth == 0) return;
   constexpr size_t kMaxTensors = 12;
   TORCH_INTERNAL_ASSERT(tensors.size() <= kMaxTensors, "encodeKernel: at most ", kMaxTensors, " tensors");
-  std::array<std::pair<rt::BufferPtr, size_t>, kMaxTensors> buffers;
+  // The storages' own buffer references (bufferRefFor): no reference count per launch.
+  std::array<const rt::BufferPtr*, kMaxTensors> buffers;
+  std::array<size_t, kMaxTensors> offsets;
+  std::array<rt::BufferPtr, kMaxTensors> holders;
   size_t n = 0;
-  for (const at::Tensor* t : tensors) buffers[n++] = bufferFor(*t);
+  for (const at::Tensor* t : tensors) {
+    buffers[n] = &bufferRefFor(*t, &offsets[n], &holders[n]);
+    ++n;
+  }
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     e.setComputePipeline(pipeline);
-    for (size_t i = 0; i < n; ++i) e.setBuffer(buffers[i].first, buffers[i].second, uint32_t(i));
+    for (size_t i = 0; i < n; ++i) e.setBuffer(*buffers[i], offsets[i], uint32_t(i));
     e.setBytes(&params, sizeof params, uint32_t(n));
     if (grid.whole_groups)
       e.dispatchThreadgroups({grid.count, grid.rows, grid.depth}, {grid.group, 1, 1});

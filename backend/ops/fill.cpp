@@ -17,10 +17,9 @@
 #include <vector>
 #include <optional>
 
-#include "allocator.h"
-#include "core/stream_pool.h"
 #include "fallback_report.h"
 #include "launch/kernel_table.h"
+#include "launch/threads.h"
 
 namespace metalx {
 namespace {
@@ -29,6 +28,13 @@ namespace {
 // as the launch layer names them (fill_dense_<uchar|short|int|long>).
 launch::KernelFamily fill_kernels{"fill", {kernels::DType::UInt8, kernels::DType::Int16, kernels::DType::Int32,
                                            kernels::DType::Int64}};
+
+// kernels/fill.metal's FillParams (same layout: keep the two in step).
+struct FillParams {
+  uint64_t bits;   // the value; an element is its low element_size bytes (little-endian)
+  uint64_t count;  // elements
+};
+static_assert(sizeof(FillParams) == 16, "FillParams must match kernels/fill.metal");
 
 std::optional<kernels::DType> patternDtype(size_t element_size) {
   switch (element_size) {
@@ -115,23 +121,12 @@ at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
     self.copy_(one.expand(self.sizes()));
     return self;
   }
-  const uint64_t pattern = valueBits(self, value);
-
   // A dense tensor's elements are one range starting at its lowest address: with
-  // non-negative strides, that is the element at data_ptr().
-  auto [buffer, offset] = bufferFor(self);
-  const uint64_t count = static_cast<uint64_t>(self.numel());
-  Stream& stream = currentStream(self.device().index());
-  const rt::ComputePipelinePtr& pipeline = fill_kernels.pipeline(stream, launch::Variant::Dense, *pattern_dtype);
-  // Enough threads to fill the machine, each striding over the rest.
-  const uint64_t threads = std::min<uint64_t>(count, 256ull * 4096);
-  stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    e.setBuffer(buffer, offset, 0);
-    e.setBytes(&pattern, 8, 1);  // little-endian: the first element_size bytes are the value
-    e.setBytes(&count, sizeof count, 2);
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
-  });
+  // non-negative strides, that is the element at data_ptr(). Enough threads to fill the
+  // machine, each striding over the rest.
+  const FillParams params{valueBits(self, value), static_cast<uint64_t>(self.numel())};
+  launch::encodeThreads(fill_kernels, launch::Variant::Dense, *pattern_dtype, {&self}, params,
+                        std::min<uint64_t>(params.count, 256ull * 4096));
   return self;
 }
 

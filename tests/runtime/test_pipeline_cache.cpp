@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 #include <memory>
 #include <string>
@@ -245,7 +246,7 @@ TEST(PipelineCache, RepeatedGetReturnsTheSamePipeline) {
   EXPECT_NE(a.get(), c.get());
   EXPECT_EQ(a->functionName(), "add_one");
   EXPECT_EQ(c->functionName(), "copy_int");
-  EXPECT_EQ(cache.builtin("fill_dense_float").get(), cache.builtin("fill_dense_float").get());
+  EXPECT_EQ(cache.builtin("fill_dense_int").get(), cache.builtin("fill_dense_int").get());
   auto s = cache.pipelineStats();
   EXPECT_EQ(s.size, 3u);
   EXPECT_EQ(s.misses, 3u);
@@ -273,21 +274,27 @@ TEST(PipelineCache, UnknownFunctionIsNotFoundAndNotCached) {
   EXPECT_EQ(cache.pipelineStats().size, 1u);
 }
 
-// The built-in library's fill kernel, end to end: fill_dense<float> writes `value` to
-// the first `count` elements (a grid-stride loop, so fewer threads than elements work).
-TEST(PipelineCache, BuiltinFillDenseFloatFillsABuffer) {
+// The built-in library's fill kernel, end to end: fill_dense_int (the kernel of every
+// 4-byte dtype) writes the low 4 bytes of `bits` to the first `count` elements (a
+// grid-stride loop, so fewer threads than elements work); here float bit patterns.
+TEST(PipelineCache, BuiltinFillDenseIntFillsABufferWithABitPattern) {
   PipelineCache cache(dev());
-  auto fill = cache.builtin("fill_dense_float");
-  EXPECT_EQ(fill->functionName(), "fill_dense_float");
+  auto fill = cache.builtin("fill_dense_int");
+  EXPECT_EQ(fill->functionName(), "fill_dense_int");
   const size_t n = 1000;
   auto out = bufferFrom(std::vector<float>(n, -1.0f));
   auto q = dev().newCommandQueue();
+  struct FillParams {  // kernels/fill.metal
+    uint64_t bits;
+    uint64_t count;
+  };
   auto run = [&](float value, uint64_t count, uint64_t threads) {
+    FillParams params{0, count};
+    std::memcpy(&params.bits, &value, sizeof value);
     auto cb = runCompute(*q, [&](ComputeEncoder& enc) {
       enc.setComputePipeline(fill);
       enc.setBuffer(out, 0, 0);
-      enc.setBytes(&value, sizeof value, 1);
-      enc.setBytes(&count, sizeof count, 2);
+      enc.setBytes(&params, sizeof params, 1);
       enc.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, 256), 1, 1});
     });
     ASSERT_EQ(cb->status(), CommandBufferStatus::Completed) << cb->error();
@@ -371,7 +378,7 @@ TEST(PipelineCache, CapacitiesBoundTheCaches) {
 
 TEST(PipelineCache, ClearEmptiesBothCaches) {
   PipelineCache cache(dev());
-  cache.builtin("fill_dense_float");
+  cache.builtin("fill_dense_int");
   cache.compile(tinySource(1));
   EXPECT_EQ(cache.pipelineStats().size, 1u);
   EXPECT_EQ(cache.libraryStats().size, 1u);
@@ -379,7 +386,7 @@ TEST(PipelineCache, ClearEmptiesBothCaches) {
   EXPECT_EQ(cache.pipelineStats().size, 0u);
   EXPECT_EQ(cache.libraryStats().size, 0u);
   size_t misses = cache.pipelineStats().misses;
-  EXPECT_EQ(cache.builtin("fill_dense_float")->functionName(), "fill_dense_float");
+  EXPECT_EQ(cache.builtin("fill_dense_int")->functionName(), "fill_dense_int");
   EXPECT_EQ(cache.pipelineStats().misses, misses + 1);
 }
 
@@ -401,8 +408,8 @@ TEST(PipelineReflection, ArgumentsListTheKernelsBufferAndThreadgroupBindings) {
   EXPECT_EQ(args[1].name, "out");
   EXPECT_EQ(args[2].kind, KernelArgument::Kind::Threadgroup);
   EXPECT_EQ(args[2].name, "shared");
-  auto fill = dev().builtinLibrary()->newComputePipeline("fill_dense_float");
-  EXPECT_EQ(fill->arguments().size(), 3u);
+  auto fill = dev().builtinLibrary()->newComputePipeline("fill_dense_int");
+  EXPECT_EQ(fill->arguments().size(), 2u);  // out, params
 }
 
 }  // namespace

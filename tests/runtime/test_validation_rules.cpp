@@ -95,7 +95,7 @@ TEST(ValidationRules, ComputeRulesWordErrorsAsTheDriver) {
                   [&] { v::threadgroupMemoryLength(8, limit); });
   expectSameError([&] { enc->dispatchThreads({1, 1, 1}, {1, 1, 1}); },
                   [&] { v::dispatch(nullptr, {1, 1, 1}, {1, 1, 1}, {}, limit, where); });
-  auto fill = dev().builtinLibrary()->newComputePipeline("fill_dense_float");
+  auto fill = dev().builtinLibrary()->newComputePipeline("fill_dense_int");
   enc->setComputePipeline(fill);
   v::Bindings none;
   expectSameError([&] { enc->dispatchThreads({64, 1, 1}, {0, 1, 1}); },

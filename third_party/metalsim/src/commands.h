@@ -22,7 +22,9 @@ struct DispatchCommand {
   // The pipeline and buffers are kept alive by the command buffer, which retains each
   // distinct one once (SimCommandBuffer::retain): no reference count per command.
   SimPipeline* pipeline = nullptr;
-  kabi::Launch launch{};                  // buffer pointers resolved at execution
+  // Not zeroed here: the encoder sets the grid, and the buffer pointers are resolved
+  // (the rest zeroed) at execution, on the queue's thread (runDispatch).
+  kabi::Launch launch;
   kabi::U3 groups{};                      // threadgroups in the grid
   struct Binding {
     uint32_t index;
@@ -37,9 +39,14 @@ struct DispatchCommand {
   Binding inline_bindings[kInlineBindings];
   std::vector<Binding> more_bindings;
   uint32_t binding_count = 0;
-  void addBinding(Binding b) {
-    if (binding_count < kInlineBindings) inline_bindings[binding_count] = std::move(b);
-    else more_bindings.push_back(std::move(b));
+  // Field by field into its place: a Binding built elsewhere and copied in is read back
+  // with wider loads than it was written with, which stalls store forwarding.
+  void addBinding(uint32_t index, metalx::rt::Buffer* buffer, size_t offset, size_t length) {
+    Binding& b = binding_count < kInlineBindings ? inline_bindings[binding_count] : more_bindings.emplace_back();
+    b.index = index;
+    b.buffer = buffer;
+    b.offset = offset;
+    b.length = length;
     ++binding_count;
   }
   Binding& binding(uint32_t i) { return i < kInlineBindings ? inline_bindings[i] : more_bindings[i - kInlineBindings]; }
@@ -53,7 +60,11 @@ struct DispatchCommand {
   std::vector<unsigned char> large_bytes;
   size_t inline_size = 0;
   unsigned char* inlineBytes() { return inline_size <= kSmallBytes ? small_bytes : large_bytes.data(); }
-  size_t threadgroup_lengths[kabi::kMaxBindings] = {};
+  // [[threadgroup(n)]] lengths, read through threadgroupLength(): only a kernel that
+  // declares such arguments pays for writing the table.
+  bool has_threadgroup_lengths = false;
+  size_t threadgroup_lengths[kabi::kMaxBindings];
+  size_t threadgroupLength(uint32_t i) const { return has_threadgroup_lengths ? threadgroup_lengths[i] : 0; }
   // For checked (run-time compiled) kernels with the watchdog on, while the dispatch
   // runs: whether it has passed its deadline.
   const std::atomic<bool>* expired = nullptr;

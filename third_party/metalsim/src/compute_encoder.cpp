@@ -1,4 +1,5 @@
 // A simulated MTLComputeCommandEncoder (see encoders.h).
+#include <algorithm>
 #include <cstring>
 #include <typeinfo>
 
@@ -102,8 +103,10 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
   // The command is built in place in the command buffer, its inline bytes sized first.
   const kabi::KernelInfo& k = pipeline_->kernel();
   size_t inline_size = 0, binding_count = 0;
+  bool threadgroup_params = false;
   for (uint32_t p = 0; p < k.param_count; ++p) {
     const kabi::Param& param = k.params[p];
+    if (param.bind == kabi::Bind::Threadgroup) threadgroup_params = true;
     if (param.bind != kabi::Bind::Buffer) continue;
     ++binding_count;
     const Slot& s = slots_[param.index];
@@ -114,6 +117,10 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
     cmd.more_bindings.reserve(binding_count - DispatchCommand::kInlineBindings);
   cmd.inline_size = inline_size;
   if (inline_size > DispatchCommand::kSmallBytes) cmd.large_bytes.resize(inline_size);
+  if (threadgroup_params) {
+    std::fill(std::begin(cmd.threadgroup_lengths), std::end(cmd.threadgroup_lengths), size_t(0));
+    cmd.has_threadgroup_lengths = true;
+  }
   unsigned char* bytes = cmd.inlineBytes();
   size_t at = 0;
   for (uint32_t p = 0; p < k.param_count; ++p) {
@@ -122,11 +129,11 @@ void SimComputeEncoder::dispatch(Size3 threads, Size3 per_group, Size3 groups) {
       Slot& s = slots_[param.index];
       if (s.buffer) {
         cb_->retain(s.buffer);
-        cmd.addBinding({param.index, s.buffer.get(), s.offset, 0});
+        cmd.addBinding(param.index, s.buffer.get(), s.offset, 0);
       } else {
         at = (at + 15) / 16 * 16;
         std::memcpy(bytes + at, s.bytes.data(), s.bytes.size());
-        cmd.addBinding({param.index, nullptr, at, s.bytes.size()});
+        cmd.addBinding(param.index, nullptr, at, s.bytes.size());
         at += s.bytes.size();
       }
     } else if (param.bind == kabi::Bind::Threadgroup) {

@@ -197,13 +197,13 @@ std::string accessedThing(const WorkerState& w, const checked_abi::Access& a, bo
   // The [[threadgroup(n)]] arguments lie first in the arena, in index order (runGroups).
   size_t offset = 0;
   for (uint32_t i = 0; i < kabi::kMaxBindings; ++i) {
-    if (!w.dispatch->threadgroup_lengths[i]) continue;
+    if (!w.dispatch->threadgroupLength(i)) continue;
     if (base == arena + offset)
       for (uint32_t p = 0; p < k.param_count; ++p)
         if (k.params[p].bind == kabi::Bind::Threadgroup && k.params[p].index == i)
           return "argument '" + std::string(k.params[p].name ? k.params[p].name : "?") + "' [[threadgroup(" +
                  std::to_string(i) + ")]]";
-    offset += (w.dispatch->threadgroup_lengths[i] + 15) / 16 * 16;
+    offset += (w.dispatch->threadgroupLength(i) + 15) / 16 * 16;
   }
   if (a.variable) return "threadgroup variable '" + std::string(a.variable) + "'";
   return "threadgroup memory";
@@ -432,9 +432,9 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
   kabi::GroupMemory memory{};
   size_t offset = 0;
   for (uint32_t i = 0; i < kabi::kMaxBindings; ++i)
-    if (d.threadgroup_lengths[i]) {
+    if (d.threadgroupLength(i)) {
       memory.dynamic[i] = arena + offset;
-      offset += (d.threadgroup_lengths[i] + 15) / 16 * 16;
+      offset += (d.threadgroupLength(i) + 15) / 16 * 16;
     }
   w.arena = arena;
   w.tg_static_begin = offset;
@@ -448,7 +448,7 @@ void runGroups(DispatchCommand& d, size_t begin, size_t end) {
       w.bound_lengths[b.index] = b.buffer ? b.buffer->length() - b.offset : b.length;
     }
     for (uint32_t i = 0; i < kabi::kMaxBindings; ++i)
-      w.bound_lengths[kabi::kMaxBindings + i] = d.threadgroup_lengths[i];
+      w.bound_lengths[kabi::kMaxBindings + i] = d.threadgroupLength(i);
   }
   w.fiber_mode = k.uses_sync;
   const bool per_thread_loop = !k.uses_sync && k.declares_threadgroup_memory;
@@ -497,6 +497,7 @@ const kabi::HostApi& hostApi() { return api(); }
 const checked_abi::Api& checkedApi() { return checkedTable(); }
 
 void runDispatch(DispatchCommand& d) {
+  std::fill(std::begin(d.launch.buffers), std::end(d.launch.buffers), nullptr);
   for (uint32_t i = 0; i < d.binding_count; ++i) {
     const DispatchCommand::Binding& b = d.binding(i);
     d.launch.buffers[b.index] = b.buffer ? static_cast<unsigned char*>(b.buffer->contents()) + b.offset

@@ -199,18 +199,20 @@ inline void threadgroupMemoryLength(size_t length, size_t device_limit) {
 }
 
 // What a compute encoder has bound, for dispatch validation.
+// Buffer indices as bit masks (bit i: [[buffer(i)]]), so a dispatch checks them all
+// at once.
 struct Bindings {
-  struct Slot {
-    bool bound = false;
-    bool since_pipeline = false;  // bound after the current pipeline was set
-  };
-  Slot buffers[kMaxBufferBindings];
+  static_assert(kMaxBufferBindings <= 32, "buffer binding masks are 32 bits");
+  uint32_t bound = 0;
+  uint32_t since_pipeline = 0;  // bound after the current pipeline was set
   size_t threadgroup_lengths[kMaxThreadgroupMemoryBindings] = {};
 
-  void pipelineSet() {
-    for (auto& s : buffers) s.since_pipeline = false;
+  void pipelineSet() { since_pipeline = 0; }
+  void bufferBound(uint32_t index) {
+    bound |= 1u << index;
+    since_pipeline |= 1u << index;
   }
-  void bufferBound(uint32_t index) { buffers[index] = {true, true}; }
+  bool isBound(uint32_t index) const { return (bound >> index) & 1u; }
 };
 
 inline uint64_t groupsFor(uint64_t threads, uint64_t per_group) {
@@ -242,13 +244,13 @@ inline bool dispatch(const ComputePipeline* pipeline, Size3 threads, Size3 per_g
   });
   if (threads.count() == 0) return false;
 
-  bool declared[kMaxBufferBindings] = {};
+  uint32_t declared = 0;
   uint64_t tg_total = 0;
   for (const KernelArgument& a : pipeline->arguments()) {
     if (a.kind == KernelArgument::Kind::Buffer) {
       if (a.index >= kMaxBufferBindings) continue;
-      declared[a.index] = true;
-      checkWith(bound.buffers[a.index].bound, ErrorKind::Validation, [&] {
+      declared |= 1u << a.index;
+      checkWith(bound.isBound(a.index), ErrorKind::Validation, [&] {
         return "dispatch of " + kname() + ": nothing is bound at [[buffer(" + std::to_string(a.index) +
                ")]] (parameter '" + a.name + "')";
       });
@@ -260,12 +262,13 @@ inline bool dispatch(const ComputePipeline* pipeline, Size3 threads, Size3 per_g
       tg_total += bound.threadgroup_lengths[a.index];
     }
   }
-  for (uint32_t i = 0; i < kMaxBufferBindings; ++i)
-    checkWith(!(bound.buffers[i].bound && bound.buffers[i].since_pipeline && !declared[i]), ErrorKind::Validation,
-              [&] {
-                return "dispatch of " + kname() + ": [[buffer(" + std::to_string(i) +
-                       ")]] is bound but the kernel declares no such argument";
-              });
+  const uint32_t undeclared = bound.bound & bound.since_pipeline & ~declared;
+  checkWith(undeclared == 0, ErrorKind::Validation, [&] {
+    uint32_t i = 0;
+    while (!((undeclared >> i) & 1u)) ++i;  // the lowest such index
+    return "dispatch of " + kname() + ": [[buffer(" + std::to_string(i) +
+           ")]] is bound but the kernel declares no such argument";
+  });
   const uint64_t tg_static = pipeline->staticThreadgroupMemoryLength();
   checkWith(tg_total + tg_static <= device_threadgroup_memory, ErrorKind::Validation, [&] {
     return "dispatch of " + kname() + ": " + std::to_string(tg_total + tg_static) + " bytes of threadgroup memory (" +
