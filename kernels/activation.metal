@@ -40,8 +40,35 @@ template <typename M> struct elu_op : elementwise_fn {
   M operator()(M x) const { return x > 0.0f ? x * scale : metalx_expm1(x * input_scale) * alpha * scale; }
 };
 
+// The standard normal CDF for gelu (x * Phi(x)), in one straight-line formula rather than
+// through erf: Phi(x) = 0.5 erfc(z) for x < 0 and 1 - 0.5 erfc(z) otherwise, z = |x| / sqrt2,
+// with erfc(z) = exp(-z P(z)) for z <= 4, P a degree-9 least-squares fit of
+// -log(erfc(z)) / z on Chebyshev nodes of [0, 4] (fitted for metalx). No division, one
+// exp and no second branch (metalx_erf computes a series and a rational-exponential tail
+// and picks one): about half the instructions per element, and no divider on the
+// simulator's vector path. Beyond z = 4 erfc is below 1.6e-8: Phi is 0 or 1 in float.
+// Against float64 the result is within 2.3e-7 relative for x > 0 and within 4e-7 absolute
+// everywhere (torch's float32 tolerance: 1e-5 + 1.3e-6 relative). METAL_FUNC (always
+// inline) so that the simulator's compiler inlines it into the element loop and
+// vectorises that: the big kernel file exhausts GCC's inlining budget otherwise.
+METAL_FUNC float metalx_gelu_cdf(float x) {
+  const float z_full = fabs(x) * METALX_SQRT1_2_F;
+  const float z = z_full < 4.0f ? z_full : 4.0f;
+  const float p =
+      1.12837934f +
+      z * (0.636609316f +
+           z * (0.102857895f +
+                z * (-0.0193912294f +
+                     z * (0.000179512455f +
+                          z * (0.00141516805f +
+                               z * (-0.000540429086f +
+                                    z * (0.000106787724f + z * (-1.14816221e-05f + z * 5.29481383e-07f))))))));
+  const float half_erfc = z_full > 4.0f ? 0.0f : 0.5f * exp(-z * p);
+  return x < 0.0f ? half_erfc : 1.0f - half_erfc;
+}
+
 template <typename M> struct gelu_op : elementwise_fn {
-  M operator()(M x) const { return 0.5f * x * (1.0f + metalx_erf(x * METALX_SQRT1_2_F)); }
+  M operator()(M x) const { return x * metalx_gelu_cdf(x); }
 };
 template <typename M> struct gelu_tanh_op : elementwise_fn {
   M operator()(M x) const {

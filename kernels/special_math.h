@@ -27,7 +27,7 @@ inline float metalx_log1p(float x) {
 
 // erfc for x >= 0 from the rational-exponential approximation with relative error below
 // 1.2e-7 (Numerical Recipes' erfcc).
-inline float metalx_erfc_nonneg(float z) {
+METAL_FUNC float metalx_erfc_nonneg(float z) {
   const float t = 1.0f / (1.0f + 0.5f * z);
   const float p =
       -z * z - 1.26551223f +
@@ -42,7 +42,9 @@ inline float metalx_erfc_nonneg(float z) {
 
 // Both branches are computed and one is selected, with no loop or early return: on a
 // GPU the SIMD group never diverges, and the simulator's compiler vectorises it.
-inline float metalx_erf(float x) {
+// METAL_FUNC (always inline), as metalx_erfc_nonneg: a call left in an element loop
+// keeps the loop scalar, and GCC stops inlining in the big kernel files.
+METAL_FUNC float metalx_erf(float x) {
   const float z = fabs(x);
   // |x| < 0.5: the Maclaurin series 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)), whose
   // first nine terms are exact to float precision there, as a polynomial in x^2.

@@ -23,6 +23,20 @@ constexpr uint32_t kThreadsPerGroup = 256;
 // a CPU core, where longer runs vectorise and amortise the per-thread call.
 uint32_t elementsPerThread(Stream& stream) { return stream.device().info().is_simulated ? 64 : 4; }
 
+// The dense variants on the simulator: a thread's run grows with the tensor, from 64 up
+// to 1024 elements, keeping at least kSimDenseGroups threadgroups. A simulated thread
+// costs a call and its setup (the op's constants broadcast into vector registers, the
+// remainder checks): at 64 floats that is 4 AVX-512 iterations and the setup took as
+// many instructions as relu's loop. 16 groups still let the pool's threads balance
+// (the simulator hands out groups in chunks, 8 per pool thread on 2 cores).
+constexpr uint64_t kSimDenseGroups = 16;
+uint32_t denseElementsPerThread(Stream& stream, uint64_t numel) {
+  uint32_t per_thread = elementsPerThread(stream);
+  if (!stream.device().info().is_simulated) return per_thread;
+  while (per_thread < 1024 && numel / (uint64_t(per_thread) * 2 * kThreadsPerGroup) >= kSimDenseGroups) per_thread *= 2;
+  return per_thread;
+}
+
 bool isFloating(c10::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
 }
@@ -146,10 +160,11 @@ void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, const Operan
 // value) have no strides.
 void dispatch(at::TensorIteratorBase& iter, Stream& stream, const rt::ComputePipelinePtr& pipeline, Variant variant,
               const Operand* operands, int noperands, const OpScalars& op_scalars) {
-  const uint32_t per_thread = elementsPerThread(stream);
+  uint32_t per_thread = elementsPerThread(stream);
   const bool strided = variant == Variant::Strided || variant == Variant::Strided64 ||
                        variant == Variant::StridedOpmathB || variant == Variant::Strided64OpmathB;
   if (!strided) {
+    per_thread = denseElementsPerThread(stream, static_cast<uint64_t>(iter.numel()));
     const DenseShape shape{static_cast<uint64_t>(iter.numel()), per_thread};
     const uint64_t threads = (shape.count + per_thread - 1) / per_thread;
     encode(stream, pipeline, operands, noperands, op_scalars, &shape, sizeof shape, threads);

@@ -110,20 +110,20 @@ using ::abs;
 // F(x) for float/half/bfloat scalars plus the element-wise vector form. `expr` uses a
 // float named x; BELOW_ONE is the largest value < 1 in the result type (for fract).
 #define METALSIM_UNARY_FP(name, expr)                                                    \
-  inline float name(float x) noexcept {                                                \
+  METALSIM_MATH_INLINE float name(float x) noexcept {                                  \
     constexpr float below_one = 0x1.fffffep-1f;                                        \
     (void)below_one;                                                                   \
     return expr;                                                                       \
   }                                                                                    \
   /* GPUs have no double: a double literal argument (`log(2.0)`) computes in float. */ \
-  inline float name(double d) noexcept { return name(static_cast<float>(d)); }        \
-  inline half name(half h) noexcept {                                                  \
+  METALSIM_MATH_INLINE float name(double d) noexcept { return name(static_cast<float>(d)); } \
+  METALSIM_MATH_INLINE half name(half h) noexcept {                                    \
     const float x = h;                                                                 \
     constexpr float below_one = 0x1.ffcp-1f;                                           \
     (void)below_one;                                                                   \
     return static_cast<half>(expr);                                                    \
   }                                                                                    \
-  inline bfloat name(bfloat b) noexcept {                                              \
+  METALSIM_MATH_INLINE bfloat name(bfloat b) noexcept {                                \
     const float x = b;                                                                 \
     constexpr float below_one = 0x1.fep-1f;                                            \
     (void)below_one;                                                                   \

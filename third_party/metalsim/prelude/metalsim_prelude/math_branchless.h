@@ -17,13 +17,21 @@
 //
 // Polynomial coefficients: weighted least-squares fits on Chebyshev nodes of each
 // function's reduced range, rounded to float (near-minimax; errors below 1e-8 relative).
+//
+// Always inlined (and so are math.h's scalar overloads that call them): vectorising a
+// kernel loop needs every call in it inlined, and GCC's inliner stops inlining into a
+// large translation unit once it has grown by --param inline-unit-growth (40%), which
+// the big kernel files (activation.metal, unary.metal) reach: there exp_f stayed a
+// call in elu, softplus, mish and strided loops, and in gelu once its formula changed.
 #pragma once
+
+#define METALSIM_MATH_INLINE inline __attribute__((__always_inline__))
 
 namespace metal {
 namespace detail {
 
-inline float bits_as_float(uint32_t u) noexcept { return __builtin_bit_cast(float, u); }
-inline uint32_t float_bits(float f) noexcept { return __builtin_bit_cast(uint32_t, f); }
+METALSIM_MATH_INLINE float bits_as_float(uint32_t u) noexcept { return __builtin_bit_cast(float, u); }
+METALSIM_MATH_INLINE uint32_t float_bits(float f) noexcept { return __builtin_bit_cast(uint32_t, f); }
 
 // ln 2 split so that k * kLn2Hi is exact for |k| < 512 (kLn2Hi has 15 significant bits).
 constexpr float kLn2Hi = 0x1.62e4p-1f;
@@ -34,7 +42,7 @@ constexpr float kLog2E = 0x1.715476p+0f;
 constexpr float kRoundShifter = 0x1.8p23f;
 
 // exp(r) for |r| <= ln2 / 2: 1 + r + r^2 Q(r).
-inline float exp_reduced(float r) noexcept {
+METALSIM_MATH_INLINE float exp_reduced(float r) noexcept {
   const float q =
       0.5f + r * (0.16666516661643982f +
                   r * (0.04166626185178757f + r * (0.008369151502847672f + r * 0.0013946446124464273f)));
@@ -43,7 +51,7 @@ inline float exp_reduced(float r) noexcept {
 
 // p * 2^k for p in [0.7, 1.5) and k in [-152, 130]: two normal power-of-two factors, so
 // only the last multiply rounds (into the subnormals or to inf when it must).
-inline float scale_by_pow2(float p, int32_t k) noexcept {
+METALSIM_MATH_INLINE float scale_by_pow2(float p, int32_t k) noexcept {
   const int32_t k1 = k >> 1;
   const int32_t k2 = k - k1;
   return p * bits_as_float(static_cast<uint32_t>(k1 + 127) << 23) *
@@ -53,7 +61,7 @@ inline float scale_by_pow2(float p, int32_t k) noexcept {
 // exp(x) = 2^k exp(r), k = round(x / ln2), r = x - k ln2 (Cody-Waite, two parts).
 // Clamping x to [-104, 89] keeps k in scale_by_pow2's range; exp(-104) rounds to 0 and
 // exp(89) overflows, as every x beyond them does. A NaN passes both comparisons.
-inline float exp_f(float x) noexcept {
+METALSIM_MATH_INLINE float exp_f(float x) noexcept {
   x = x < -104.0f ? -104.0f : x;
   x = x > 89.0f ? 89.0f : x;
   const float t = x * kLog2E + kRoundShifter;
@@ -64,7 +72,7 @@ inline float exp_f(float x) noexcept {
 }
 
 // 2^x = 2^k exp((x - k) ln 2); x - k is exact.
-inline float exp2_f(float x) noexcept {
+METALSIM_MATH_INLINE float exp2_f(float x) noexcept {
   x = x < -152.0f ? -152.0f : x;
   x = x > 129.0f ? 129.0f : x;
   const float t = x + kRoundShifter;
@@ -76,7 +84,7 @@ inline float exp2_f(float x) noexcept {
 
 // For a positive finite x: x = 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)); returns f
 // (exact) and e. Subnormals are scaled into the normals first.
-inline float log_split(float x, float& e) noexcept {
+METALSIM_MATH_INLINE float log_split(float x, float& e) noexcept {
   const bool subnormal = x < 0x1p-126f;
   const float xs = subnormal ? x * 0x1p23f : x;
   const uint32_t bits = float_bits(xs);
@@ -86,7 +94,7 @@ inline float log_split(float x, float& e) noexcept {
 }
 
 // log(1 + f) - f + f^2 / 2 for f in [sqrt(1/2) - 1, sqrt(2) - 1], as f^3 Q(f).
-inline float log1p_tail(float f) noexcept {
+METALSIM_MATH_INLINE float log1p_tail(float f) noexcept {
   const float q =
       0.3333331048488617f +
       f * (-0.25000014901161194f +
@@ -99,7 +107,7 @@ inline float log1p_tail(float f) noexcept {
 }
 
 // The IEEE results of log-family functions outside the positive finite numbers.
-inline float log_special(float x, float r) noexcept {
+METALSIM_MATH_INLINE float log_special(float x, float r) noexcept {
   r = x == __builtin_inff() ? x : r;
   r = x == 0.0f ? -__builtin_inff() : r;
   r = x < 0.0f ? __builtin_nanf("") : r;
@@ -107,7 +115,7 @@ inline float log_special(float x, float r) noexcept {
 }
 
 // log(x) = e ln2 + log(1 + f), the small parts summed first.
-inline float log_f(float x) noexcept {
+METALSIM_MATH_INLINE float log_f(float x) noexcept {
   float e;
   const float f = log_split(x, e);
   const float half_f2 = 0.5f * f * f;
@@ -116,7 +124,7 @@ inline float log_f(float x) noexcept {
 }
 
 // log2(x) = e + log(1 + f) / ln 2 (exact e, so log2 of a power of two is exact).
-inline float log2_f(float x) noexcept {
+METALSIM_MATH_INLINE float log2_f(float x) noexcept {
   float e;
   const float f = log_split(x, e);
   const float l = f - (0.5f * f * f - log1p_tail(f));
@@ -126,7 +134,7 @@ inline float log2_f(float x) noexcept {
 // tanh(x): x itself below 2^-12 (keeps -0, whose cube term would add +0), an odd
 // polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) with x's sign above (exp's overflow
 // gives exactly 1 for large |x|; a NaN comes through the formula).
-inline float tanh_f(float x) noexcept {
+METALSIM_MATH_INLINE float tanh_f(float x) noexcept {
   const float x2 = x * x;
   const float p =
       -0.3333333134651184f +

@@ -44,7 +44,10 @@ constexpr To bit_cast(const From& f) noexcept {
 
 // float -> bfloat16 bits with round-to-nearest-even. NaNs stay NaN (quieted, sign and
 // top payload bits kept): plain rounding could carry a NaN's payload into infinity.
-constexpr uint16_t float_to_bfloat_bits(float f) noexcept {
+// Always inlined (as the bfloat(float) constructor below): every bfloat kernel's element
+// loop stores through it, and a call there keeps the loop scalar (GCC left the
+// constructor out of line in the big kernel files).
+__attribute__((__always_inline__)) constexpr uint16_t float_to_bfloat_bits(float f) noexcept {
   uint32_t u = bit_cast<uint32_t>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
   u += 0x7fffu + ((u >> 16) & 1u);
@@ -64,7 +67,10 @@ struct bfloat {
   uint16_t bits;
 
   bfloat() = default;  // uninitialised like any MSL scalar; keeps it trivially copyable
-  constexpr bfloat(float f) noexcept : bits(detail::float_to_bfloat_bits(f)) {}
+  // Always inlined, as float_to_bfloat_bits: a bfloat kernel stores every element
+  // through it.
+  __attribute__((__always_inline__)) constexpr bfloat(float f) noexcept
+      : bits(detail::float_to_bfloat_bits(f)) {}
   // Everything else (int, double, half) converts through float. A template instead of
   // a list of constructors keeps `bfloat b = 1;` and `bfloat(x)` unambiguous.
   template <class U, std::enable_if_t<detail::is_arith<U>::value && !std::is_same<U, float>::value, int> = 0>
