@@ -90,8 +90,8 @@ inline complex64 csinh(complex64 z) { return complex64(sinh(z.x) * cos(z.y), cos
 inline complex64 ccosh(complex64 z) { return complex64(cosh(z.x) * cos(z.y), sinh(z.x) * sin(z.y)); }
 
 // sin and cos through their hyperbolic twins: sin z = -i sinh(iz), cos z = cosh(iz),
-// with iz = (-im, re). (tan and tanh stay on the CPU: its C99 special cases for
-// infinite and huge inputs are not matched here.)
+// with iz = (-im, re). (tan and tanh, whose C99 special cases for infinite and huge
+// inputs these products do not match, are kernels/complex_math.metal's.)
 inline complex64 times_i(complex64 z) { return complex64(-z.y, z.x); }
 inline complex64 times_minus_i(complex64 z) { return complex64(z.y, -z.x); }
 inline complex64 csin(complex64 z) { return times_minus_i(csinh(times_i(z))); }

@@ -7,22 +7,23 @@ using namespace metal;
 #define METALX_PI_F 3.14159265358979323846f
 
 // exp(x) - 1 without the cancellation near 0: (u - 1) * x / log(u) recovers the rounding
-// error of u = exp(x) (Kahan's method).
+// error of u = exp(x) (Kahan's method). The ratio x / log(u) (close to 1) is formed
+// first: (u - 1) * x overflows float for x past ~83.8 while the result is finite to 88.7.
 inline float metalx_expm1(float x) {
   const float u = exp(x);
   if (u == 1.0f) return x;
   const float um1 = u - 1.0f;
   if (um1 == -1.0f) return -1.0f;
   if (isinf(u)) return u;
-  return um1 * x / log(u);
+  return um1 * (x / log(u));
 }
 
-// log(1 + x), the same way round.
+// log(1 + x), the same way round (x / (u - 1) first, as log(u) * x overflows for huge x).
 inline float metalx_log1p(float x) {
   const float u = 1.0f + x;
   if (u == 1.0f) return x;
   if (u == INFINITY) return u;
-  return log(u) * x / (u - 1.0f);
+  return log(u) * (x / (u - 1.0f));
 }
 
 // erfc for x >= 0 from the rational-exponential approximation with relative error below

@@ -138,6 +138,20 @@ def binary_inputs(dtype):
     return a, b
 
 
+def test_expm1_and_log1p_stay_finite_near_floats_range():
+    # Kahan's forms (u - 1) * x / log(u) and log(u) * x / (u - 1) overflowed in their
+    # first product: expm1 gave inf for x in ~(83.8, 88.7), log1p inf for x past ~3.9e36.
+    x = torch.tensor([83.0, 84.0, 85.0, 87.5, 88.0, 88.7, 88.8, -90.0, 1e-30, 0.25])
+    y = torch.tensor([1e30, 3.9e36, 1e37, 1e38, 3.4e38, float("inf"), 0.5, 1e-30, -0.75])
+    torch.metalx.reset_fallback_stats()
+    for op, v in (("expm1", x), ("log1p", y)):
+        ref = getattr(torch, op)(v)
+        got = getattr(torch, op)(v.to(DEV)).cpu()
+        assert torch.isfinite(got).eq(torch.isfinite(ref)).all(), op
+        torch.testing.assert_close(got, ref, rtol=2e-6, atol=0, msg=op)
+    assert_native()
+
+
 @pytest.mark.parametrize("dtype", FLOATS + INTS)
 @pytest.mark.parametrize("name", list(BINARY) + list(BINARY_FLOAT) + list(BINARY_INT))
 def test_binary_ops_match_cpu_with_broadcasting_and_views(name, dtype):
