@@ -5,6 +5,7 @@
 // PyTorch does not (exp of a real infinity), the helper says so.
 #pragma once
 #include <metal_stdlib>
+#include "special_math.h"  // metalx_log1p, for clog near the unit circle
 using namespace metal;
 
 typedef float2 complex64;
@@ -60,15 +61,53 @@ inline float cabs(complex64 z) {
 
 // C99's special cases, as CPU's std::exp gives them: a real input stays real (no
 // inf * 0), and an infinite real part with a non-finite imaginary one gives (inf, nan)
-// for +inf and a signed zero for -inf.
+// for +inf and a signed zero for -inf. A finite real part past e^x's float range
+// (x > 88) whose result can still be finite (a tiny sin y or cos y) is scaled as CPU's
+// cexpf scales it: e^x is applied as e^88 (once or twice) times the rest, multiplied
+// into cos y and sin y first.
 inline complex64 cexp(complex64 z) {
+  const float limit = 88.0f;
+  if (z.x > limit && isfinite(z.x) && isfinite(z.y) && z.y != 0.0f) {
+    const float e_limit = exp(limit);
+    float x = z.x - limit, s = sin(z.y) * e_limit, c = cos(z.y) * e_limit;
+    if (x > limit) {
+      x -= limit;
+      s *= e_limit;
+      c *= e_limit;
+    }
+    if (x > limit) return complex64(FLT_MAX * c, FLT_MAX * s);  // overflows as CPU's does
+    const float e = exp(x);
+    return complex64(e * c, e * s);
+  }
   const float e = exp(z.x);
   if (z.y == 0.0f) return complex64(e, z.y);
   if (isinf(z.x) && !isfinite(z.y)) return z.x > 0.0f ? complex64(z.x, NAN) : complex64(0.0f, copysign(0.0f, z.y));
   return complex64(e * cos(z.y), e * sin(z.y));
 }
 
-inline complex64 clog(complex64 z) { return complex64(log(cabs(z)), atan2(z.y, z.x)); }
+// a + b as the rounded sum and its exact rounding error (Knuth's two-sum).
+inline float2 two_sum(float a, float b) {
+  const float s = a + b;
+  const float bb = s - a;
+  return float2(s, (a - (s - bb)) + (b - bb));
+}
+// log z. Near the unit circle log|z| = log1p(|z|^2 - 1) / 2 with |z|^2 - 1 formed from
+// the exact squares (a product and its fma remainder) so that it does not cancel, as
+// CPU's clogf does; elsewhere log|z| from the overflow-free |z|.
+inline complex64 clog(complex64 z) {
+  const float big = max(fabs(z.x), fabs(z.y)), small = min(fabs(z.x), fabs(z.y));
+  const float b2 = rounded_product(big, big), s2 = rounded_product(small, small);
+  float re;
+  if (b2 + s2 >= 0.5f && b2 + s2 <= 2.0f && !isnan(z.x) && !isnan(z.y)) {  // max/min drop a NaN
+    const float2 t = two_sum(b2, -1.0f);
+    const float2 u = two_sum(t.x, s2);
+    const float rest = t.y + u.y + fma(big, big, -b2) + fma(small, small, -s2);
+    re = 0.5f * metalx_log1p(u.x + rest);
+  } else {
+    re = log(cabs(z));
+  }
+  return complex64(re, atan2(z.y, z.x));
+}
 
 // The principal root, computed from the larger of |re| and |z| so that neither
 // cancels: t = sqrt((|re| + |z|) / 2), then the other part is im / (2t).

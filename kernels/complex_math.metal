@@ -12,52 +12,6 @@ using namespace metal;
 // The op's complex scalar k: the host lays complex scalars out as (f[2k], f[2k+1]).
 inline complex64 complex_scalar(constant OpScalars& s, int k) { return complex64(s.f[2 * k], s.f[2 * k + 1]); }
 
-// ---- exp ----
-
-// e^z whose real part is past e^x's float range (x > 88) but whose result can still be
-// finite (a tiny sin y or cos y): e^x is applied as e^88 (once or twice) times the
-// rest, multiplied into cos y and sin y first, as CPU's cexpf scales; else cexp.
-inline complex64 cexp_scaled(complex64 z) {
-  const float limit = 88.0f;
-  if (!(z.x > limit) || !isfinite(z.x) || !isfinite(z.y) || z.y == 0.0f) return cexp(z);
-  const float e_limit = exp(limit);
-  float x = z.x - limit, s = sin(z.y) * e_limit, c = cos(z.y) * e_limit;
-  if (x > limit) {
-    x -= limit;
-    s *= e_limit;
-    c *= e_limit;
-  }
-  if (x > limit) return complex64(FLT_MAX * c, FLT_MAX * s);  // overflows as CPU's does
-  const float e = exp(x);
-  return complex64(e * c, e * s);
-}
-
-// ---- log ----
-
-// a + b as the rounded sum and its exact rounding error (Knuth's two-sum).
-inline float2 two_sum(float a, float b) {
-  const float s = a + b;
-  const float bb = s - a;
-  return float2(s, (a - (s - bb)) + (b - bb));
-}
-// log z. Near the unit circle log|z| = log1p(|z|^2 - 1) / 2 with |z|^2 - 1 formed from
-// the exact squares (a product and its fma remainder) so that it does not cancel, as
-// CPU's clogf does; elsewhere log|z| from the overflow-free |z|.
-inline complex64 clog_precise(complex64 z) {
-  const float big = max(fabs(z.x), fabs(z.y)), small = min(fabs(z.x), fabs(z.y));
-  const float b2 = rounded_product(big, big), s2 = rounded_product(small, small);
-  float re;
-  if (b2 + s2 >= 0.5f && b2 + s2 <= 2.0f && !isnan(z.x) && !isnan(z.y)) {  // max/min drop a NaN
-    const float2 t = two_sum(b2, -1.0f);
-    const float2 u = two_sum(t.x, s2);
-    const float rest = t.y + u.y + fma(big, big, -b2) + fma(small, small, -s2);
-    re = 0.5f * metalx_log1p(u.x + rest);
-  } else {
-    re = log(cabs(z));
-  }
-  return complex64(re, atan2(z.y, z.x));
-}
-
 // ---- binary ----
 
 template <typename M> struct cadd_op : elementwise_fn {
@@ -147,7 +101,7 @@ inline complex64 cmul_c99(complex64 p, complex64 q) {
 }
 // x ** y = exp(y log x), CPU's cpowf (0 ** 0 is NaN there, as here).
 template <typename M> struct cpow_op : elementwise_fn {
-  complex64 operator()(complex64 x, complex64 y) const { return cexp_scaled(cmul_c99(y, clog_precise(x))); }
+  complex64 operator()(complex64 x, complex64 y) const { return cexp(cmul_c99(y, clog(x))); }
 };
 METALX_BINARY_KERNELS(pow, cpow_op, complex64)
 
@@ -161,8 +115,8 @@ METALX_BINARY_KERNELS(pow, cpow_op, complex64)
 
 METALX_COMPLEX_UNARY(neg, -z)
 METALX_COMPLEX_UNARY(conj_physical, complex64(z.x, -z.y))
-METALX_COMPLEX_UNARY(exp, cexp_scaled(z))
-METALX_COMPLEX_UNARY(log, clog_precise(z))
+METALX_COMPLEX_UNARY(exp, cexp(z))
+METALX_COMPLEX_UNARY(log, clog(z))
 METALX_COMPLEX_UNARY(sqrt, csqrt(z))
 METALX_COMPLEX_UNARY(rsqrt, cdiv(complex64(1.0f, 0.0f), csqrt(z)))
 METALX_COMPLEX_UNARY(reciprocal, cdiv(complex64(1.0f, 0.0f), z))
@@ -170,7 +124,7 @@ METALX_COMPLEX_UNARY(sin, csin(z))
 METALX_COMPLEX_UNARY(cos, ccos(z))
 METALX_COMPLEX_UNARY(sinh, csinh(z))
 METALX_COMPLEX_UNARY(cosh, ccosh(z))
-METALX_COMPLEX_UNARY(sigmoid, cdiv(complex64(1.0f, 0.0f), complex64(1.0f, 0.0f) + cexp_scaled(-z)))
+METALX_COMPLEX_UNARY(sigmoid, cdiv(complex64(1.0f, 0.0f), complex64(1.0f, 0.0f) + cexp(-z)))
 // sgn: z / |z|, and 0 for 0. Named "sign" because sgn's registration shares sign's
 // kernels for real dtypes (torch.sign itself refuses complex before any kernel runs).
 METALX_COMPLEX_UNARY(sign, (z.x == 0.0f && z.y == 0.0f) ? complex64(0.0f, 0.0f) : z / cabs(z))
@@ -178,11 +132,11 @@ METALX_COMPLEX_UNARY(sign, (z.x == 0.0f && z.y == 0.0f) ? complex64(0.0f, 0.0f) 
 // ---- exponentials and logarithms CPU computes from exp and log ----
 
 // CPU's vectorised exp2 scales both parts by ln 2 (a float constant) and takes exp.
-METALX_COMPLEX_UNARY(exp2, cexp_scaled(z * 0.693147180559945309f))
+METALX_COMPLEX_UNARY(exp2, cexp(z * 0.693147180559945309f))
 // log2 and log10: log z with both parts divided by the float constant, as CPU's
 // vectorised loop divides.
-METALX_COMPLEX_UNARY(log2, clog_precise(z) / 0.693147180559945309f)
-METALX_COMPLEX_UNARY(log10, clog_precise(z) / 2.302585092994045684f)
+METALX_COMPLEX_UNARY(log2, clog(z) / 0.693147180559945309f)
+METALX_COMPLEX_UNARY(log10, clog(z) / 2.302585092994045684f)
 
 // expm1 without the cancellation of exp(z) - 1 near 0, as c10::complex's expm1 writes
 // it: Re = expm1(x) cos y - 2 sin^2(y/2), Im = e^x sin y (so an infinite x with y = 0
@@ -202,7 +156,7 @@ METALX_COMPLEX_UNARY(expm1, cexpm1(z))
 inline complex64 clog1p(complex64 z) {
   const complex64 u = complex64(z.x + 1.0f, z.y);
   if (u.x == 1.0f && u.y == 0.0f) return z;
-  const complex64 log_u = clog_precise(u);
+  const complex64 log_u = clog(u);
   const complex64 um1 = complex64(u.x - 1.0f, u.y);
   if (um1.x == z.x && um1.y == z.y) return log_u;
   return cmul_fused(log_u, cdiv(z, um1));
@@ -251,7 +205,6 @@ METALX_COMPLEX_UNARY(tan, ctan(z))
 // zero parts and nothing cancels near +-1; non-finite inputs take C99's special values
 // (Annex G), which CPU's casinhf/cacosf/catanhf return.
 
-constant float kPi = 3.14159265358979324f;
 constant float kHalfPi = 1.57079632679489662f;
 constant float kQuarterPi = 0.785398163397448310f;
 
@@ -293,7 +246,7 @@ inline complex64 cacos(complex64 z) {
     if (isinf(x)) {
       if (isnan(y)) return complex64(NAN, -copysign(INFINITY, y));  // pi/2 - asin z
       if (isinf(y)) return complex64(x < 0.0f ? 3.0f * kQuarterPi : kQuarterPi, -y);
-      return complex64(x < 0.0f ? kPi : 0.0f, copysign(INFINITY, -y));
+      return complex64(x < 0.0f ? METALX_PI_F : 0.0f, copysign(INFINITY, -y));
     }
     if (isinf(y)) return complex64(isnan(x) ? x : kHalfPi, -y);
     // a NaN and no infinity
