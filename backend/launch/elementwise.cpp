@@ -160,11 +160,10 @@ void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, const Operan
 // value) have no strides.
 void dispatch(at::TensorIteratorBase& iter, Stream& stream, const rt::ComputePipelinePtr& pipeline, Variant variant,
               const Operand* operands, int noperands, const OpScalars& op_scalars) {
-  uint32_t per_thread = elementsPerThread(stream);
   const bool strided = variant == Variant::Strided || variant == Variant::Strided64 ||
                        variant == Variant::StridedOpmathB || variant == Variant::Strided64OpmathB;
   if (!strided) {
-    per_thread = denseElementsPerThread(stream, static_cast<uint64_t>(iter.numel()));
+    const uint32_t per_thread = denseElementsPerThread(stream, static_cast<uint64_t>(iter.numel()));
     const DenseShape shape{static_cast<uint64_t>(iter.numel()), per_thread};
     const uint64_t threads = (shape.count + per_thread - 1) / per_thread;
     encode(stream, pipeline, operands, noperands, op_scalars, &shape, sizeof shape, threads);
@@ -174,7 +173,7 @@ void dispatch(at::TensorIteratorBase& iter, Stream& stream, const rt::ComputePip
   StridedShape shape{};
   const auto sizes = iter.shape();
   shape.ndim = static_cast<uint32_t>(std::max<size_t>(sizes.size(), 1));
-  shape.chunk = per_thread;
+  shape.chunk = elementsPerThread(stream);
   uint64_t rows = 1;
   for (size_t d = 0; d < sizes.size(); ++d) {
     shape.sizes[d] = static_cast<uint64_t>(sizes[d]);
