@@ -137,20 +137,20 @@ void setOperand(Operand& o, at::TensorIteratorBase& iter, int arg, c10::ScalarTy
   o.setTensor(iter.tensor(arg));
 }
 
-void bind(rt::ComputeEncoder& e, const Operand& o, uint32_t index) {
-  if (o.inline_size) e.setBytes(&o.inline_bits, o.inline_size, index);
-  else e.setBuffer(*o.buffer, o.offset, index);
-}
-
 // One dispatch: the operands at [[buffer(0..n-1)]], then the op's scalars and the shape.
 void encode(Stream& stream, const rt::ComputePipelinePtr& pipeline, const Operand* operands, int n,
             const OpScalars& op_scalars, const void* shape, size_t shape_bytes, uint64_t threads) {
+  rt::ComputeEncoder::Argument args[kElementwiseMaxOperands + 2];
+  for (int arg = 0; arg < n; ++arg) {
+    const Operand& o = operands[arg];
+    if (o.inline_size) args[arg].bytes = &o.inline_bits, args[arg].length = o.inline_size;
+    else args[arg].buffer = o.buffer, args[arg].offset = o.offset;
+  }
+  args[n].bytes = &op_scalars, args[n].length = sizeof op_scalars;
+  args[n + 1].bytes = shape, args[n + 1].length = shape_bytes;
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
-    e.setComputePipeline(pipeline);
-    for (int arg = 0; arg < n; ++arg) bind(e, operands[arg], static_cast<uint32_t>(arg));
-    e.setBytes(&op_scalars, sizeof op_scalars, static_cast<uint32_t>(n));
-    e.setBytes(shape, shape_bytes, static_cast<uint32_t>(n + 1));
-    e.dispatchThreads({threads, 1, 1}, {std::min<uint64_t>(threads, kThreadsPerGroup), 1, 1});
+    e.encodeDispatchThreads(pipeline, args, static_cast<uint32_t>(n + 2), {threads, 1, 1},
+                            {std::min<uint64_t>(threads, kThreadsPerGroup), 1, 1});
   });
 }
 

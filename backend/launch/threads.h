@@ -57,14 +57,21 @@ void encodeKernel(Stream& stream, const rt::ComputePipelinePtr& pipeline, c10::A
     buffers[n] = &bufferRefFor(*t, &offsets[n], &holders[n]);
     ++n;
   }
+  if (!grid.whole_groups) {  // the common case (fills, most small ops): one encoder call
+    std::array<rt::ComputeEncoder::Argument, kMaxTensors + 1> args;
+    for (size_t i = 0; i < n; ++i) args[i].buffer = buffers[i], args[i].offset = offsets[i];
+    args[n].bytes = &params, args[n].length = sizeof params;
+    stream.encodeCompute([&](rt::ComputeEncoder& e) {
+      e.encodeDispatchThreads(pipeline, args.data(), uint32_t(n + 1), {grid.count, 1, 1},
+                              {std::min<uint64_t>(grid.count, grid.group), 1, 1});
+    });
+    return;
+  }
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     e.setComputePipeline(pipeline);
     for (size_t i = 0; i < n; ++i) e.setBuffer(*buffers[i], offsets[i], uint32_t(i));
     e.setBytes(&params, sizeof params, uint32_t(n));
-    if (grid.whole_groups)
-      e.dispatchThreadgroups({grid.count, grid.rows, grid.depth}, {grid.group, 1, 1});
-    else
-      e.dispatchThreads({grid.count, 1, 1}, {std::min<uint64_t>(grid.count, grid.group), 1, 1});
+    e.dispatchThreadgroups({grid.count, grid.rows, grid.depth}, {grid.group, 1, 1});
   });
 }
 

@@ -43,8 +43,16 @@ class SimComputeEncoder final : public metalx::rt::ComputeEncoder, public SimEnc
   void setThreadgroupMemoryLength(size_t length, uint32_t index) override;
   void dispatchThreads(metalx::rt::Size3 threads, metalx::rt::Size3 per_group) override;
   void dispatchThreadgroups(metalx::rt::Size3 groups, metalx::rt::Size3 per_group) override;
+  // The calls it stands for under one guard and one open check (see command.h).
+  void encodeDispatchThreads(const metalx::rt::ComputePipelinePtr& pipeline, const Argument* arguments,
+                             uint32_t count, metalx::rt::Size3 threads, metalx::rt::Size3 per_group) override;
 
  private:
+  // The public calls' work, once the guard is taken and the encoder checked open.
+  void bindPipeline(const metalx::rt::ComputePipelinePtr& pipeline);
+  void bindBuffer(const metalx::rt::BufferPtr& buffer, size_t offset, uint32_t index);
+  void bindBytes(const void* bytes, size_t length, uint32_t index);
+  void dispatchThreadsChecked(metalx::rt::Size3 threads, metalx::rt::Size3 per_group);
   void dispatch(metalx::rt::Size3 threads, metalx::rt::Size3 per_group, metalx::rt::Size3 groups);
   struct Slot {  // what is bound; whether it is, is in bound_
     metalx::rt::BufferPtr buffer;

@@ -58,6 +58,31 @@ class ComputeEncoder : public Encoder {
   virtual void dispatchThreads(Size3 threads, Size3 threads_per_threadgroup) = 0;
   // `threadgroups` whole threadgroups of `threads_per_threadgroup` threads each.
   virtual void dispatchThreadgroups(Size3 threadgroups, Size3 threads_per_threadgroup) = 0;
+
+  // One argument of encodeDispatchThreads: a buffer at a byte offset, or (bytes set)
+  // inline constant data.
+  struct Argument {
+    const BufferPtr* buffer = nullptr;
+    size_t offset = 0;
+    const void* bytes = nullptr;
+    size_t length = 0;
+  };
+  // A whole dispatch in one call: setComputePipeline(pipeline), arguments[i] bound at
+  // [[buffer(i)]] (setBuffer or setBytes) for i < count, then dispatchThreads. It means
+  // exactly those calls in that order, which is what this default makes (all a Metal
+  // encoder needs); a driver may override it to check and record them in one pass.
+  // Launchers that bind every argument of every dispatch use it, since each call
+  // costs a small op host time (a simulated encoder takes its one-thread guard per call).
+  virtual void encodeDispatchThreads(const ComputePipelinePtr& pipeline, const Argument* arguments, uint32_t count,
+                                     Size3 threads, Size3 threads_per_threadgroup) {
+    setComputePipeline(pipeline);
+    for (uint32_t i = 0; i < count; ++i) {
+      const Argument& a = arguments[i];
+      if (a.bytes) setBytes(a.bytes, a.length, i);
+      else setBuffer(*a.buffer, a.offset, i);
+    }
+    dispatchThreads(threads, threads_per_threadgroup);
+  }
 };
 
 class BlitEncoder : public Encoder {
