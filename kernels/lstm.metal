@@ -12,8 +12,8 @@
 //      not fit threadgroup memory for large H);
 //   2. the cell update of its rows (gates = product + input projection, activations,
 //      c_t, h_t), writing the output, the activated gates and c_t for the backward.
-// Two barriers a step (the simulator runs them as fiber switches; the elementwise part
-// there is run by lane 0 alone, along whole rows, so that it vectorises).
+// Two barriers a step. The simulator's form (#if METALSIM_VECTOR_BYTES) runs the same
+// arithmetic on lane 0 alone, with no barriers (see rows_product).
 //
 // Padded sizes (the host builds the padded weights with zeros): HP = H rounded up to 64,
 // G = 4H rounded up to 64, so the products run in panels of 8 x 64 with k a multiple of
@@ -42,14 +42,9 @@ struct LstmParams {
 };
 
 // d (8 x 64) = a (8 x k, row stride lda) @ b (k x 64, row stride ldb); k a multiple of 8.
+// (The GPU form; the simulator's is rows_product below.)
 template <typename PA, typename PB>
 METAL_FUNC void panel_product(thread simdgroup_float8x8 (&d)[1][8], PA a, long lda, PB b, long ldb, long k) {
-#if defined(METALSIM_VECTOR_BYTES)
-  // The simulator's blocked form of the loop below (metalsim_prelude/simdgroup_matrix.h).
-  simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-  for (int j = 0; j < 8; ++j) simdgroup_multiply(d[0][j], zero, zero);
-  metalsim::simdgroup_multiply_accumulate_panel(d, a, ulong(lda), b, ulong(ldb), uint(k));
-#else
   for (int j = 0; j < 8; ++j) d[0][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
   for (long kk = 0; kk < k; kk += 8) {
     simdgroup_float8x8 fa, fb;
@@ -59,7 +54,6 @@ METAL_FUNC void panel_product(thread simdgroup_float8x8 (&d)[1][8], PA a, long l
       simdgroup_multiply_accumulate(d[0][j], fa, fb, d[0][j]);
     }
   }
-#endif
 }
 
 template <typename P>
@@ -68,6 +62,136 @@ METAL_FUNC void panel_store(thread simdgroup_float8x8 (&d)[1][8], P dst, long ld
 }
 
 inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp(-x)); }
+
+#if defined(METALSIM_VECTOR_BYTES)
+// ---- the simulator's form of a step ----
+// The simulator runs a threadgroup's 32 threads one after another as fibers, so the
+// GPU form's split of each step across lanes bought nothing there but two barriers a
+// step (each 32 fiber switches) and a cell update that did not vectorise (a strided
+// loop through ten pointers that may alias). Here lane 0 runs the whole recurrence
+// alone, with no barriers: a register-blocked product and a cell update in chunks of
+// one vector through local arrays, so that both vectorise. Same arithmetic as the
+// #else branch, element by element: the products are added in the order of k, one
+// multiply-add each (as simdgroup_multiply_accumulate adds them), starting from zero.
+#define LSTM_VW (METALSIM_VECTOR_BYTES / 4)  // floats per vector
+#if METALSIM_VECTOR_BYTES >= 64
+#define LSTM_RB 8  // rows per register block (AVX-512: 16 accumulators of 32 registers)
+#else
+#define LSTM_RB 4
+#endif
+#define LSTM_VB 2  // vectors per register block
+typedef float lstm_vec __attribute__((vector_size(METALSIM_VECTOR_BYTES), aligned(4)));
+
+// out (8 x n, row stride ldo) = a (8 x k, row stride lda) @ b (k x n, row stride ldb);
+// n a multiple of LSTM_VB * LSTM_VW (the padded sizes are multiples of 64).
+METAL_FUNC void rows_product(float* out, long ldo, const float* a, long lda, const float* b, long ldb, long k,
+                             long n) {
+  for (int r0 = 0; r0 < LSTM_ROWS; r0 += LSTM_RB)
+    for (long c0 = 0; c0 < n; c0 += LSTM_VB * LSTM_VW) {
+      lstm_vec acc[LSTM_RB][LSTM_VB] = {};
+      const float* ar = a + r0 * lda;
+      const float* br = b + c0;
+      for (long kk = 0; kk < k; ++kk, ++ar, br += ldb) {
+        lstm_vec bv[LSTM_VB];
+#pragma GCC unroll 4
+        for (int v = 0; v < LSTM_VB; ++v) __builtin_memcpy(&bv[v], br + v * LSTM_VW, sizeof bv[v]);
+#pragma GCC unroll 8
+        for (int r = 0; r < LSTM_RB; ++r) {
+          const float s = ar[r * lda];
+#pragma GCC unroll 4
+          for (int v = 0; v < LSTM_VB; ++v) acc[r][v] += s * bv[v];
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < LSTM_RB; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < LSTM_VB; ++v)
+          __builtin_memcpy(out + (r0 + r) * ldo + c0 + v * LSTM_VW, &acc[r][v], sizeof acc[r][v]);
+    }
+}
+
+// N units of one row's cell update from unit u of the row pointers (forward_cells'
+// arithmetic): inputs into local arrays, the math on them, then one store loop per
+// destination, so that no loop mixes loads and stores of pointers that may alias.
+template <typename T, int N>
+METAL_FUNC void forward_chunk(const float* pr, const device T* x, const float* cp, long H, long u, float* gs,
+                              float* cs, device T* o, float* h, device T* hn, device T* cn, bool last) {
+  float zi[N], zf[N], zg[N], zo[N], cv[N];
+  for (int i = 0; i < N; ++i) {
+    zi[i] = pr[u + i] + float(x[u + i]);
+    zf[i] = pr[H + u + i] + float(x[H + u + i]);
+    zg[i] = pr[2 * H + u + i] + float(x[2 * H + u + i]);
+    zo[i] = pr[3 * H + u + i] + float(x[3 * H + u + i]);
+    cv[i] = cp[u + i];
+  }
+  float gi[N], gf[N], gg[N], go[N], c[N], hv[N];
+  for (int i = 0; i < N; ++i) {
+    gi[i] = sigmoid_f(zi[i]);
+    gf[i] = sigmoid_f(zf[i]);
+    gg[i] = tanh(zg[i]);
+    go[i] = sigmoid_f(zo[i]);
+    c[i] = float(T(gf[i] * cv[i] + gi[i] * gg[i]));
+    hv[i] = float(T(go[i] * tanh(c[i])));
+  }
+  __builtin_memcpy(gs + u, gi, sizeof gi);
+  __builtin_memcpy(gs + H + u, gf, sizeof gf);
+  __builtin_memcpy(gs + 2 * H + u, gg, sizeof gg);
+  __builtin_memcpy(gs + 3 * H + u, go, sizeof go);
+  __builtin_memcpy(cs + u, c, sizeof c);
+  __builtin_memcpy(h + u, hv, sizeof hv);
+  for (int i = 0; i < N; ++i) o[u + i] = T(hv[i]);
+  if (last) {
+    for (int i = 0; i < N; ++i) hn[u + i] = T(hv[i]);
+    for (int i = 0; i < N; ++i) cn[u + i] = T(c[i]);
+  }
+}
+
+// N units of one row's gate gradients from unit u (backward_cells' arithmetic), laid
+// out as forward_chunk.
+template <typename T, int N>
+METAL_FUNC void backward_chunk(constant LstmParams& p, const device T* go_row, const device T* ghn,
+                               const device T* gcn, const float* gs, const float* cs, const float* cp,
+                               const float* dh_next, long u, bool last_step, float* dg, float* dpr, float* dcr) {
+  const long H = p.H;
+  float dh[N], dcv[N], gi[N], gf[N], gg[N], go[N], cpv[N], csv[N];
+  for (int i = 0; i < N; ++i) {
+    dh[i] = dh_next[u + i];
+    dcv[i] = dcr[u + i];
+    gi[i] = gs[u + i];
+    gf[i] = gs[H + u + i];
+    gg[i] = gs[2 * H + u + i];
+    go[i] = gs[3 * H + u + i];
+    cpv[i] = cp[u + i];
+    csv[i] = cs[u + i];
+  }
+  if (p.has_grad_out)
+    for (int i = 0; i < N; ++i) dh[i] += float(go_row[u + i]);
+  if (last_step) {
+    // The backward's first step is the forward's last: h_n's and c_n's gradients enter here.
+    for (int i = 0; i < N; ++i) dh[i] += p.has_grad_hn ? float(ghn[u + i]) : 0.0f;
+    for (int i = 0; i < N; ++i) dcv[i] = p.has_grad_cn ? float(gcn[u + i]) : 0.0f;
+  }
+  float di[N], df[N], dgg[N], dgo[N], dcp[N];
+  for (int i = 0; i < N; ++i) {
+    const float tc = tanh(csv[i]);
+    const float d = dcv[i] + dh[i] * go[i] * (1.0f - tc * tc);
+    di[i] = d * gg[i] * gi[i] * (1.0f - gi[i]);
+    df[i] = d * cpv[i] * gf[i] * (1.0f - gf[i]);
+    dgg[i] = d * gi[i] * (1.0f - gg[i] * gg[i]);
+    dgo[i] = dh[i] * tc * go[i] * (1.0f - go[i]);
+    dcp[i] = d * gf[i];
+  }
+  __builtin_memcpy(dg + u, di, sizeof di);
+  __builtin_memcpy(dg + H + u, df, sizeof df);
+  __builtin_memcpy(dg + 2 * H + u, dgg, sizeof dgg);
+  __builtin_memcpy(dg + 3 * H + u, dgo, sizeof dgo);
+  __builtin_memcpy(dpr + u, di, sizeof di);
+  __builtin_memcpy(dpr + H + u, df, sizeof df);
+  __builtin_memcpy(dpr + 2 * H + u, dgg, sizeof dgg);
+  __builtin_memcpy(dpr + 3 * H + u, dgo, sizeof dgo);
+  __builtin_memcpy(dcr + u, dcp, sizeof dcp);
+}
+#endif
 
 // ---- forward ----
 
@@ -85,6 +209,12 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
   device float* cs = cells + (t * p.B + b) * H;
   device T* o = out + t * p.seq_ts + b * p.seq_bs;
   threadgroup float* h = hs + r * p.HP;
+#if defined(METALSIM_VECTOR_BYTES)
+  // Lane 0 alone, the whole row (u0 = 0, u1 = H, du = 1), a vector at a time.
+  long u = u0;
+  for (; u + LSTM_VW <= u1; u += LSTM_VW) forward_chunk<T, LSTM_VW>(pr, x, cp, H, u, gs, cs, o, h, hn + b * H, cn + b * H, last);
+  for (; u < u1; ++u) forward_chunk<T, 1>(pr, x, cp, H, u, gs, cs, o, h, hn + b * H, cn + b * H, last);
+#else
   for (long u = u0; u < u1; u += du) {
     const float gi = sigmoid_f(pr[u] + float(x[u]));
     const float gf = sigmoid_f(pr[H + u] + float(x[H + u]));
@@ -104,6 +234,7 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
       cn[b * H + u] = c;
     }
   }
+#endif
 }
 
 // xw [T][B][4H]: the input projections plus both biases (the layer's dtype);
@@ -121,6 +252,22 @@ kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w
   const long b0 = long(group) * LSTM_ROWS;
   const int rows = int(min(long(LSTM_ROWS), p.B - b0));
   device float* pre = scratch + long(group) * LSTM_ROWS * p.G;
+#if defined(METALSIM_VECTOR_BYTES)
+  // Lane 0 runs the recurrence alone (see rows_product): no barriers.
+  if (lane != 0) return;
+  for (long i = 0; i < LSTM_ROWS * p.HP; ++i) {
+    const long r = i / p.HP, u = i % p.HP;
+    hs[i] = (r < rows && u < p.H) ? h0[(b0 + r) * p.H + u] : 0.0f;
+  }
+  for (long s = 0; s < p.T; ++s) {
+    const long t = p.reverse ? p.T - 1 - s : s;
+    const long tprev = p.reverse ? t + 1 : t - 1;
+    rows_product(pre, p.G, hs, p.HP, w_t, p.G, p.HP, p.G);
+    for (int r = 0; r < rows; ++r)
+      forward_cells(p, xw, c0, out, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r, r, 0,
+                    p.H, 1);
+  }
+#else
   for (long i = lane; i < LSTM_ROWS * p.HP; i += LSTM_THREADS) {
     const long r = i / p.HP, u = i % p.HP;
     hs[i] = (r < rows && u < p.H) ? h0[(b0 + r) * p.H + u] : 0.0f;
@@ -135,18 +282,12 @@ kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w
       panel_store(d, pre + j0, p.G);
     }
     threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
-#if defined(METALSIM_VECTOR_BYTES)
-    if (lane == 0)
-      for (int r = 0; r < rows; ++r)
-        forward_cells(p, xw, c0, out, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r, r,
-                      0, p.H, 1);
-#else
     for (int r = 0; r < rows; ++r)
       forward_cells(p, xw, c0, out, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r, r,
                     long(lane), p.H, LSTM_THREADS);
-#endif
     threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
   }
+#endif
 }
 
 // ---- backward ----
@@ -169,6 +310,16 @@ METAL_FUNC void backward_cells(constant LstmParams& p, const device T* grad_out,
   device float* dpr = dpad + r * p.G;
   device float* dcr = dc + r * p.HP;
   const threadgroup float* dh_next = dhs + r * p.HP;
+#if defined(METALSIM_VECTOR_BYTES)
+  // Lane 0 alone, the whole row (u0 = 0, u1 = H, du = 1), a vector at a time.
+  long u = u0;
+  for (; u + LSTM_VW <= u1; u += LSTM_VW)
+    backward_chunk<T, LSTM_VW>(p, go_row, grad_hn + b * H, grad_cn + b * H, gs, cs, cp, dh_next, u, last_step, dg,
+                               dpr, dcr);
+  for (; u < u1; ++u)
+    backward_chunk<T, 1>(p, go_row, grad_hn + b * H, grad_cn + b * H, gs, cs, cp, dh_next, u, last_step, dg, dpr,
+                         dcr);
+#else
   for (long u = u0; u < u1; u += du) {
     float dh = dh_next[u];
     if (p.has_grad_out) dh += float(go_row[u]);
@@ -195,6 +346,7 @@ METAL_FUNC void backward_cells(constant LstmParams& p, const device T* grad_out,
     dpr[3 * H + u] = dgo;
     dcr[u] = dcv * gf;
   }
+#endif
 }
 
 // grad_out: the output's gradient through seq_ts/seq_bs (has_grad_out); grad_hn,
@@ -216,6 +368,24 @@ kernel void lstm_backward(const device T* grad_out [[buffer(0)]], const device T
   const int rows = int(min(long(LSTM_ROWS), p.B - b0));
   device float* dpad = scratch + long(group) * LSTM_ROWS * (p.G + p.HP);
   device float* dc = dpad + LSTM_ROWS * p.G;
+#if defined(METALSIM_VECTOR_BYTES)
+  // Lane 0 runs the recurrence alone (see rows_product): no barriers.
+  if (lane != 0) return;
+  for (long i = 0; i < LSTM_ROWS * p.HP; ++i) dhs[i] = 0.0f;
+  for (long s = 0; s < p.T; ++s) {
+    const long t = p.reverse ? s : p.T - 1 - s;
+    const long tprev = p.reverse ? t + 1 : t - 1;
+    for (int r = 0; r < rows; ++r)
+      backward_cells(p, grad_out, grad_hn, grad_cn, gates, cells, c0, dgates, dpad, dc, dhs, t, tprev,
+                     s == p.T - 1, s == 0, b0 + r, r, 0, p.H, 1);
+    rows_product(dhs, p.HP, dpad, p.G, w, p.HP, p.G, p.HP);
+  }
+  for (long i = 0; i < long(rows) * p.H; ++i) {
+    const long r = i / p.H, u = i % p.H;
+    grad_h0[(b0 + r) * p.H + u] = dhs[r * p.HP + u];
+    grad_c0[(b0 + r) * p.H + u] = dc[r * p.HP + u];
+  }
+#else
   for (long i = lane; i < LSTM_ROWS * p.HP; i += LSTM_THREADS) dhs[i] = 0.0f;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   simdgroup_float8x8 d[1][8];
@@ -223,16 +393,9 @@ kernel void lstm_backward(const device T* grad_out [[buffer(0)]], const device T
     const long t = p.reverse ? s : p.T - 1 - s;
     const long tprev = p.reverse ? t + 1 : t - 1;
     const bool first_step = s == p.T - 1;  // t is the forward's first step: c_{t-1} is c0
-#if defined(METALSIM_VECTOR_BYTES)
-    if (lane == 0)
-      for (int r = 0; r < rows; ++r)
-        backward_cells(p, grad_out, grad_hn, grad_cn, gates, cells, c0, dgates, dpad, dc, dhs, t, tprev,
-                       first_step, s == 0, b0 + r, r, 0, p.H, 1);
-#else
     for (int r = 0; r < rows; ++r)
       backward_cells(p, grad_out, grad_hn, grad_cn, gates, cells, c0, dgates, dpad, dc, dhs, t, tprev,
                      first_step, s == 0, b0 + r, r, long(lane), p.H, LSTM_THREADS);
-#endif
     threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     for (long j0 = 0; j0 < p.HP; j0 += LSTM_PANEL) {
       panel_product(d, (const device float*)dpad, p.G, w + j0, p.HP, p.G);
@@ -245,6 +408,7 @@ kernel void lstm_backward(const device T* grad_out [[buffer(0)]], const device T
     grad_h0[(b0 + r) * p.H + u] = dhs[r * p.HP + u];
     grad_c0[(b0 + r) * p.H + u] = dc[r * p.HP + u];
   }
+#endif
 }
 
 #define METALX_LSTM_KERNELS(T)                                                                            \
