@@ -3,9 +3,11 @@
 // weight gradients as GEMMs around these kernels).
 //
 // Gates are [input, forget, cell, output] in blocks of H along the 4H gate columns, as
-// in torch's weights. A threadgroup is one SIMD group and owns 8 batch rows (batch rows
-// are independent in the recurrence, so larger batches take more threadgroups and
-// nothing crosses threadgroups). It is persistent: it walks all T time steps, with
+// in torch's weights. A threadgroup is one SIMD group and owns up to 8 batch rows
+// (group_rows; batch rows are independent in the recurrence, so larger batches take
+// more threadgroups and nothing crosses threadgroups; a batch of 16 rows or fewer is
+// split over two threadgroups, so that two GPU cores, or the simulator's two worker
+// threads, share it). It is persistent: it walks all T time steps, with
 // its rows' hidden state in threadgroup memory between them. Per step:
 //   1. the recurrent product h_{t-1} (8 x H) @ W_hh^T (H x 4H) on SIMD-group matrices,
 //      into the threadgroup's slice of `scratch` (device memory: 8 x G floats would
@@ -39,6 +41,7 @@ struct LstmParams {
   long reverse;       // 1: the layer's reverse direction (time runs T-1 .. 0)
   long seq_ts, seq_bs;  // strides (elements) of the output (forward) / grad_output (backward) over time, batch
   long has_grad_out, has_grad_hn, has_grad_cn;  // backward: which gradients were given
+  long group_rows;    // batch rows per threadgroup, 1..LSTM_ROWS (the host splits small batches in two)
 };
 
 // d (8 x 64) = a (8 x k, row stride lda) @ b (k x 64, row stride ldb); k a multiple of 8.
@@ -74,40 +77,47 @@ inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp(-x)); }
 // #else branch, element by element: the products are added in the order of k, one
 // multiply-add each (as simdgroup_multiply_accumulate adds them), starting from zero.
 #define LSTM_VW (METALSIM_VECTOR_BYTES / 4)  // floats per vector
-#if METALSIM_VECTOR_BYTES >= 64
-#define LSTM_RB 8  // rows per register block (AVX-512: 16 accumulators of 32 registers)
-#else
-#define LSTM_RB 4
-#endif
-#define LSTM_VB 2  // vectors per register block
 typedef float lstm_vec __attribute__((vector_size(METALSIM_VECTOR_BYTES), aligned(4)));
 
-// out (8 x n, row stride ldo) = a (8 x k, row stride lda) @ b (k x n, row stride ldb);
-// n a multiple of LSTM_VB * LSTM_VW (the padded sizes are multiples of 64).
-METAL_FUNC void rows_product(float* out, long ldo, const float* a, long lda, const float* b, long ldb, long k,
-                             long n) {
-  for (int r0 = 0; r0 < LSTM_ROWS; r0 += LSTM_RB)
-    for (long c0 = 0; c0 < n; c0 += LSTM_VB * LSTM_VW) {
-      lstm_vec acc[LSTM_RB][LSTM_VB] = {};
-      const float* ar = a + r0 * lda;
-      const float* br = b + c0;
-      for (long kk = 0; kk < k; ++kk, ++ar, br += ldb) {
-        lstm_vec bv[LSTM_VB];
+// out (RB x n, row stride ldo) = a (RB x k, row stride lda) @ b (k x n, row stride ldb),
+// in blocks of RB rows x VB vectors held in registers over k; n a multiple of VB vectors
+// (the padded sizes are multiples of 64 floats).
+template <int RB, int VB>
+METAL_FUNC void rows_block_product(float* out, long ldo, const float* a, long lda, const float* b, long ldb, long k,
+                                   long n) {
+  for (long c0 = 0; c0 < n; c0 += VB * LSTM_VW) {
+    lstm_vec acc[RB][VB] = {};
+    const float* ar = a;
+    const float* br = b + c0;
+    for (long kk = 0; kk < k; ++kk, ++ar, br += ldb) {
+      lstm_vec bv[VB];
 #pragma GCC unroll 4
-        for (int v = 0; v < LSTM_VB; ++v) __builtin_memcpy(&bv[v], br + v * LSTM_VW, sizeof bv[v]);
+      for (int v = 0; v < VB; ++v) __builtin_memcpy(&bv[v], br + v * LSTM_VW, sizeof bv[v]);
 #pragma GCC unroll 8
-        for (int r = 0; r < LSTM_RB; ++r) {
-          const float s = ar[r * lda];
+      for (int r = 0; r < RB; ++r) {
+        const float s = ar[r * lda];
 #pragma GCC unroll 4
-          for (int v = 0; v < LSTM_VB; ++v) acc[r][v] += s * bv[v];
-        }
+        for (int v = 0; v < VB; ++v) acc[r][v] += s * bv[v];
       }
-#pragma GCC unroll 8
-      for (int r = 0; r < LSTM_RB; ++r)
-#pragma GCC unroll 4
-        for (int v = 0; v < LSTM_VB; ++v)
-          __builtin_memcpy(out + (r0 + r) * ldo + c0 + v * LSTM_VW, &acc[r][v], sizeof acc[r][v]);
     }
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < VB; ++v) __builtin_memcpy(out + r * ldo + c0 + v * LSTM_VW, &acc[r][v], sizeof acc[r][v]);
+  }
+}
+
+// The first `rows` rows (1..8) of out = a @ b as above: 8 rows x 2 vectors a block on
+// AVX-512 (16 accumulators of its 32 registers), else 4 rows x 2 vectors (4 x 4 on
+// AVX-512 when at most 4 rows are wanted).
+METAL_FUNC void rows_product(int rows, float* out, long ldo, const float* a, long lda, const float* b, long ldb,
+                             long k, long n) {
+#if METALSIM_VECTOR_BYTES >= 64
+  if (rows > 4) return rows_block_product<8, 2>(out, ldo, a, lda, b, ldb, k, n);
+  return rows_block_product<4, 4>(out, ldo, a, lda, b, ldb, k, n);
+#else
+  for (int r0 = 0; r0 < rows; r0 += 4) rows_block_product<4, 2>(out + r0 * ldo, ldo, a + r0 * lda, lda, b, ldb, k, n);
+#endif
 }
 
 // N units of one row's cell update from unit u of the row pointers (forward_cells'
@@ -249,8 +259,8 @@ kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w
                          device float* scratch [[buffer(9)]], constant LstmParams& p [[buffer(10)]],
                          uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]]) {
   threadgroup float hs[LSTM_ROWS * LSTM_MAX_HP];  // h_{t-1} of the threadgroup's rows, zero padded
-  const long b0 = long(group) * LSTM_ROWS;
-  const int rows = int(min(long(LSTM_ROWS), p.B - b0));
+  const long b0 = long(group) * p.group_rows;
+  const int rows = int(min(p.group_rows, p.B - b0));
   device float* pre = scratch + long(group) * LSTM_ROWS * p.G;
 #if defined(METALSIM_VECTOR_BYTES)
   // Lane 0 runs the recurrence alone (see rows_product): no barriers.
@@ -262,7 +272,7 @@ kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w
   for (long s = 0; s < p.T; ++s) {
     const long t = p.reverse ? p.T - 1 - s : s;
     const long tprev = p.reverse ? t + 1 : t - 1;
-    rows_product(pre, p.G, hs, p.HP, w_t, p.G, p.HP, p.G);
+    rows_product(rows, pre, p.G, hs, p.HP, w_t, p.G, p.HP, p.G);
     for (int r = 0; r < rows; ++r)
       forward_cells(p, xw, c0, out, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r, r, 0,
                     p.H, 1);
@@ -364,8 +374,8 @@ kernel void lstm_backward(const device T* grad_out [[buffer(0)]], const device T
                           device float* scratch [[buffer(10)]], constant LstmParams& p [[buffer(11)]],
                           uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]]) {
   threadgroup float dhs[LSTM_ROWS * LSTM_MAX_HP];  // gradient reaching h_t from step t+1, zero padded
-  const long b0 = long(group) * LSTM_ROWS;
-  const int rows = int(min(long(LSTM_ROWS), p.B - b0));
+  const long b0 = long(group) * p.group_rows;
+  const int rows = int(min(p.group_rows, p.B - b0));
   device float* dpad = scratch + long(group) * LSTM_ROWS * (p.G + p.HP);
   device float* dc = dpad + LSTM_ROWS * p.G;
 #if defined(METALSIM_VECTOR_BYTES)
@@ -378,7 +388,7 @@ kernel void lstm_backward(const device T* grad_out [[buffer(0)]], const device T
     for (int r = 0; r < rows; ++r)
       backward_cells(p, grad_out, grad_hn, grad_cn, gates, cells, c0, dgates, dpad, dc, dhs, t, tprev,
                      s == p.T - 1, s == 0, b0 + r, r, 0, p.H, 1);
-    rows_product(dhs, p.HP, dpad, p.G, w, p.HP, p.G, p.HP);
+    rows_product(rows, dhs, p.HP, dpad, p.G, w, p.HP, p.G, p.HP);
   }
   for (long i = 0; i < long(rows) * p.H; ++i) {
     const long r = i / p.H, u = i % p.H;

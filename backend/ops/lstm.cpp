@@ -25,6 +25,7 @@
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "allocator.h"
@@ -53,8 +54,9 @@ struct LstmParams {
   int64_t reverse = 0;
   int64_t seq_ts = 0, seq_bs = 0;
   int64_t has_grad_out = 0, has_grad_hn = 0, has_grad_cn = 0;
+  int64_t group_rows = 0;
 };
-static_assert(sizeof(LstmParams) == 11 * 8, "LstmParams must match the kernel");
+static_assert(sizeof(LstmParams) == 12 * 8, "LstmParams must match the kernel");
 
 launch::KernelFamily forward_kernels("lstm_forward", launch::kFloatTypes);
 launch::KernelFamily backward_kernels("lstm_backward", launch::kFloatTypes);
@@ -120,8 +122,16 @@ DirectionWeights weightsOf(TensorList params, const LstmConfig& cfg, int64_t lay
   return w;
 }
 
+// Threadgroups for a batch of B rows: one per 8 rows, but at least two for a batch of
+// two rows or more. The recurrence is sequential in time, so a batch of 16 rows or
+// fewer in one group would run on one GPU core (on the simulator, one of its two worker
+// threads) while the others idle; rows are independent, so the split changes no result.
+int64_t groupCount(int64_t B) { return std::max(std::min<int64_t>(B, 2), (B + kRowsPerGroup - 1) / kRowsPerGroup); }
+
 LstmParams baseParams(int64_t T, int64_t B, int64_t H, bool reverse) {
   LstmParams p;
+  const int64_t groups = groupCount(B);
+  p.group_rows = (B + groups - 1) / groups;
   p.T = T, p.B = B, p.H = H;
   p.HP = roundUp(H, kPanel);
   p.G = roundUp(4 * H, kPanel);
@@ -129,9 +139,7 @@ LstmParams baseParams(int64_t T, int64_t B, int64_t H, bool reverse) {
   return p;
 }
 
-launch::Grid groupsFor(int64_t B) {
-  return launch::Grid::groups(static_cast<uint64_t>((B + kRowsPerGroup - 1) / kRowsPerGroup), kThreads);
-}
+launch::Grid groupsFor(int64_t B) { return launch::Grid::groups(static_cast<uint64_t>(groupCount(B)), kThreads); }
 
 // What the backward of one layer direction needs besides the inputs and weights.
 struct DirectionState {
@@ -150,11 +158,12 @@ DirectionState forwardDirection(const Tensor& x2d, const DirectionWeights& w, co
   p.seq_ts = out.stride(0), p.seq_bs = out.stride(1);
   const Tensor xw = w.b_ih.defined() ? at::addmm(w.b_ih + w.b_hh, x2d, w.w_ih.t()) : at::mm(x2d, w.w_ih.t());
   const auto f32 = x2d.options().dtype(at::kFloat);
-  Tensor w_t = at::zeros({p.HP, p.G}, f32);
+  // Zero padding only where there is some (H not a multiple of 64, 4H not of 64).
+  Tensor w_t = p.HP == H && p.G == 4 * H ? at::empty({p.HP, p.G}, f32) : at::zeros({p.HP, p.G}, f32);
   w_t.narrow(0, 0, H).narrow(1, 0, 4 * H).copy_(w.w_hh.t());
   const Tensor h0f = h0.to(at::kFloat).contiguous();
   DirectionState state{at::empty({T, B, 4 * H}, f32), at::empty({T, B, H}, f32), c0.to(at::kFloat).contiguous()};
-  const int64_t groups = (B + kRowsPerGroup - 1) / kRowsPerGroup;
+  const int64_t groups = groupCount(B);
   const Tensor scratch = at::empty({groups * kRowsPerGroup * p.G}, f32);
   Stream& stream = currentStream(x2d.device().index());
   const auto dtype = launch::storageDtype(x2d.scalar_type());
@@ -177,9 +186,14 @@ Tensor backwardDirection(const Tensor& grad_seq, const Tensor& grad_hn, const Te
   p.has_grad_cn = grad_cn.defined();
   if (grad_seq.defined()) p.seq_ts = grad_seq.stride(0), p.seq_bs = grad_seq.stride(1);
   const auto f32 = state.gates.options();
-  Tensor w_pad = at::zeros({p.G, p.HP}, f32);
-  w_pad.narrow(0, 0, 4 * H).narrow(1, 0, H).copy_(w.w_hh);
-  const int64_t groups = (B + kRowsPerGroup - 1) / kRowsPerGroup;
+  Tensor w_pad;  // W_hh as it is when it needs no padding (a float32 weight: no copy)
+  if (p.HP == H && p.G == 4 * H) {
+    w_pad = w.w_hh.to(at::kFloat).contiguous();
+  } else {
+    w_pad = at::zeros({p.G, p.HP}, f32);
+    w_pad.narrow(0, 0, 4 * H).narrow(1, 0, H).copy_(w.w_hh);
+  }
+  const int64_t groups = groupCount(B);
   const Tensor scratch = at::zeros({groups * kRowsPerGroup * (p.G + p.HP)}, f32);
   const Tensor dgates = at::empty({T, B, 4 * H}, f32);
   Stream& stream = currentStream(any.device().index());
