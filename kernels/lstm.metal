@@ -42,6 +42,7 @@ struct LstmParams {
   long seq_ts, seq_bs;  // strides (elements) of the output (forward) / grad_output (backward) over time, batch
   long has_grad_out, has_grad_hn, has_grad_cn;  // backward: which gradients were given
   long group_rows;    // batch rows per threadgroup, 1..LSTM_ROWS (the host splits small batches in two)
+  long keep_hprev;    // forward: write h_{t-1} of every step to hprev (for the backward's W_hh gradient)
 };
 
 // d (8 x 64) = a (8 x k, row stride lda) @ b (k x 64, row stride ldb); k a multiple of 8.
@@ -125,7 +126,7 @@ METAL_FUNC void rows_product(int rows, float* out, long ldo, const float* a, lon
 // destination, so that no loop mixes loads and stores of pointers that may alias.
 template <typename T, int N>
 METAL_FUNC void forward_chunk(const float* pr, const device T* x, const float* cp, long H, long u, float* gs,
-                              float* cs, device T* o, float* h, device T* hn, device T* cn, bool last) {
+                              float* cs, device T* o, float* h, device T* hp, device T* hn, device T* cn, bool last) {
   float zi[N], zf[N], zg[N], zo[N], cv[N];
   for (int i = 0; i < N; ++i) {
     zi[i] = pr[u + i] + float(x[u + i]);
@@ -143,6 +144,8 @@ METAL_FUNC void forward_chunk(const float* pr, const device T* x, const float* c
     c[i] = float(T(gf[i] * cv[i] + gi[i] * gg[i]));
     hv[i] = float(T(go[i] * tanh(c[i])));
   }
+  if (hp)
+    for (int i = 0; i < N; ++i) hp[u + i] = T(h[u + i]);
   __builtin_memcpy(gs + u, gi, sizeof gi);
   __builtin_memcpy(gs + H + u, gf, sizeof gf);
   __builtin_memcpy(gs + 2 * H + u, gg, sizeof gg);
@@ -208,7 +211,7 @@ METAL_FUNC void backward_chunk(constant LstmParams& p, const device T* go_row, c
 // The cell update of batch row b (threadgroup row r) for hidden units [u0, u1) by step u.
 template <typename T>
 METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const device float* c0,
-                              device T* out, device T* hn, device T* cn, device float* gates,
+                              device T* out, device T* hprev, device T* hn, device T* cn, device float* gates,
                               device float* cells, const device float* pre, threadgroup float* hs, long t,
                               long tprev, bool first, bool last, long b, int r, long u0, long u1, long du) {
   const long H = p.H;
@@ -219,11 +222,13 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
   device float* cs = cells + (t * p.B + b) * H;
   device T* o = out + t * p.seq_ts + b * p.seq_bs;
   threadgroup float* h = hs + r * p.HP;
+  device T* hp = p.keep_hprev ? hprev + (t * p.B + b) * H : nullptr;
 #if defined(METALSIM_VECTOR_BYTES)
   // Lane 0 alone, the whole row (u0 = 0, u1 = H, du = 1), a vector at a time.
   long u = u0;
-  for (; u + LSTM_VW <= u1; u += LSTM_VW) forward_chunk<T, LSTM_VW>(pr, x, cp, H, u, gs, cs, o, h, hn + b * H, cn + b * H, last);
-  for (; u < u1; ++u) forward_chunk<T, 1>(pr, x, cp, H, u, gs, cs, o, h, hn + b * H, cn + b * H, last);
+  for (; u + LSTM_VW <= u1; u += LSTM_VW)
+    forward_chunk<T, LSTM_VW>(pr, x, cp, H, u, gs, cs, o, h, hp, hn + b * H, cn + b * H, last);
+  for (; u < u1; ++u) forward_chunk<T, 1>(pr, x, cp, H, u, gs, cs, o, h, hp, hn + b * H, cn + b * H, last);
 #else
   for (long u = u0; u < u1; u += du) {
     const float gi = sigmoid_f(pr[u] + float(x[u]));
@@ -232,6 +237,7 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
     const float go = sigmoid_f(pr[3 * H + u] + float(x[3 * H + u]));
     const T c = T(gf * cp[u] + gi * gg);
     const T hv = T(go * tanh(float(c)));
+    if (hp) hp[u] = T(h[u]);  // h_{t-1}, before this step replaces it
     gs[u] = gi;
     gs[H + u] = gf;
     gs[2 * H + u] = gg;
@@ -250,13 +256,16 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
 // xw [T][B][4H]: the input projections plus both biases (the layer's dtype);
 // w_t [HP][G]: W_hh transposed, float, zero padded; h0, c0 [B][H] float;
 // out: output rows through seq_ts/seq_bs; hn, cn [B][H]; gates [T][B][4H] and
-// cells [T][B][H] (float) are kept for the backward; scratch: G x 8 floats per threadgroup.
+// cells [T][B][H] (float) are kept for the backward, and with keep_hprev hprev
+// [T][B][H], each step's h_{t-1} (the rows the W_hh gradient multiplies; it spares the
+// backward assembling them from h0 and the output); scratch: G x 8 floats per threadgroup.
 template <typename T>
 kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w_t [[buffer(1)]],
                          const device float* h0 [[buffer(2)]], const device float* c0 [[buffer(3)]],
                          device T* out [[buffer(4)]], device T* hn [[buffer(5)]], device T* cn [[buffer(6)]],
                          device float* gates [[buffer(7)]], device float* cells [[buffer(8)]],
-                         device float* scratch [[buffer(9)]], constant LstmParams& p [[buffer(10)]],
+                         device float* scratch [[buffer(9)]], device T* hprev [[buffer(10)]],
+                         constant LstmParams& p [[buffer(11)]],
                          uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]]) {
   threadgroup float hs[LSTM_ROWS * LSTM_MAX_HP];  // h_{t-1} of the threadgroup's rows, zero padded
   const long b0 = long(group) * p.group_rows;
@@ -274,8 +283,8 @@ kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w
     const long tprev = p.reverse ? t + 1 : t - 1;
     rows_product(rows, pre, p.G, hs, p.HP, w_t, p.G, p.HP, p.G);
     for (int r = 0; r < rows; ++r)
-      forward_cells(p, xw, c0, out, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r, r, 0,
-                    p.H, 1);
+      forward_cells(p, xw, c0, out, hprev, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r,
+                    r, 0, p.H, 1);
   }
 #else
   for (long i = lane; i < LSTM_ROWS * p.HP; i += LSTM_THREADS) {
@@ -293,8 +302,8 @@ kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w
     }
     threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     for (int r = 0; r < rows; ++r)
-      forward_cells(p, xw, c0, out, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r, r,
-                    long(lane), p.H, LSTM_THREADS);
+      forward_cells(p, xw, c0, out, hprev, hn, cn, gates, cells, pre, hs, t, tprev, s == 0, s == p.T - 1, b0 + r,
+                    r, long(lane), p.H, LSTM_THREADS);
     threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
   }
 #endif

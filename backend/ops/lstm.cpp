@@ -55,8 +55,9 @@ struct LstmParams {
   int64_t seq_ts = 0, seq_bs = 0;
   int64_t has_grad_out = 0, has_grad_hn = 0, has_grad_cn = 0;
   int64_t group_rows = 0;
+  int64_t keep_hprev = 0;
 };
-static_assert(sizeof(LstmParams) == 12 * 8, "LstmParams must match the kernel");
+static_assert(sizeof(LstmParams) == 13 * 8, "LstmParams must match the kernel");
 
 launch::KernelFamily forward_kernels("lstm_forward", launch::kFloatTypes);
 launch::KernelFamily backward_kernels("lstm_backward", launch::kFloatTypes);
@@ -146,30 +147,34 @@ struct DirectionState {
   Tensor gates;  // [T][B][4H] float, after activation
   Tensor cells;  // [T][B][H] float
   Tensor c0;     // [B][H] float
+  Tensor hprev;  // [T][B][H] (the layer's dtype): h_{t-1} of every step; only when kept
 };
 
 // Runs one direction of a layer over x2d ([T*B, I], time-major, contiguous), writing
 // its outputs into `out` ([T][B][H] view, unit stride along H), `hn` and `cn` ([B][H],
-// contiguous).
+// contiguous). With keep_hprev (training) the kernel also keeps each step's h_{t-1}.
 DirectionState forwardDirection(const Tensor& x2d, const DirectionWeights& w, const Tensor& h0, const Tensor& c0,
-                                bool reverse, const Tensor& out, const Tensor& hn, const Tensor& cn) {
+                                bool reverse, const Tensor& out, const Tensor& hn, const Tensor& cn, bool keep_hprev) {
   const int64_t T = out.size(0), B = out.size(1), H = out.size(2);
   LstmParams p = baseParams(T, B, H, reverse);
   p.seq_ts = out.stride(0), p.seq_bs = out.stride(1);
+  p.keep_hprev = keep_hprev;
   const Tensor xw = w.b_ih.defined() ? at::addmm(w.b_ih + w.b_hh, x2d, w.w_ih.t()) : at::mm(x2d, w.w_ih.t());
   const auto f32 = x2d.options().dtype(at::kFloat);
   // Zero padding only where there is some (H not a multiple of 64, 4H not of 64).
   Tensor w_t = p.HP == H && p.G == 4 * H ? at::empty({p.HP, p.G}, f32) : at::zeros({p.HP, p.G}, f32);
   w_t.narrow(0, 0, H).narrow(1, 0, 4 * H).copy_(w.w_hh.t());
   const Tensor h0f = h0.to(at::kFloat).contiguous();
-  DirectionState state{at::empty({T, B, 4 * H}, f32), at::empty({T, B, H}, f32), c0.to(at::kFloat).contiguous()};
+  DirectionState state{at::empty({T, B, 4 * H}, f32), at::empty({T, B, H}, f32), c0.to(at::kFloat).contiguous(),
+                       keep_hprev ? at::empty({T, B, H}, out.options()) : Tensor()};
   const int64_t groups = groupCount(B);
   const Tensor scratch = at::empty({groups * kRowsPerGroup * p.G}, f32);
   Stream& stream = currentStream(x2d.device().index());
   const auto dtype = launch::storageDtype(x2d.scalar_type());
   launch::encodeKernel(stream, forward_kernels.pipeline(stream, launch::Variant::Plain, *dtype),
-                       {&xw, &w_t, &h0f, &state.c0, &out, &hn, &cn, &state.gates, &state.cells, &scratch}, p,
-                       groupsFor(B));
+                       {&xw, &w_t, &h0f, &state.c0, &out, &hn, &cn, &state.gates, &state.cells, &scratch,
+                        keep_hprev ? &state.hprev : &out},  // out in place of hprev: not written then
+                       p, groupsFor(B));
   return state;
 }
 
@@ -219,9 +224,8 @@ struct NoAutocast {
 // Everything the forward produced that the backward reads.
 struct ForwardRecord {
   std::vector<Tensor> layer_inputs;  // [T*B, I_l] per layer (after dropout)
-  std::vector<Tensor> layer_outputs;  // [T][B][D*H] time-major views, per layer
   std::vector<Tensor> masks;         // dropout masks between layers
-  std::vector<Tensor> gates, cells, c0s;  // per layer direction
+  std::vector<Tensor> gates, cells, c0s, hprevs;  // per layer direction
 };
 
 std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList hx, TensorList params,
@@ -243,17 +247,15 @@ std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList 
     for (int64_t d = 0; d < D; ++d) {
       const int64_t idx = l * D + d;
       DirectionState s = forwardDirection(layer_input, weightsOf(params, cfg, l, d), hx[0][idx], hx[1][idx], d == 1,
-                                          out_tm.narrow(2, d * H, H), hy[idx], cy[idx]);
+                                          out_tm.narrow(2, d * H, H), hy[idx], cy[idx], record != nullptr);
       if (record) {
         record->gates.push_back(s.gates);
         record->cells.push_back(s.cells);
         record->c0s.push_back(s.c0);
+        record->hprevs.push_back(s.hprev);
       }
     }
-    if (record) {
-      record->layer_inputs.push_back(layer_input);
-      record->layer_outputs.push_back(out_tm);
-    }
+    if (record) record->layer_inputs.push_back(layer_input);
     if (last) {
       output = out;
       break;
@@ -272,16 +274,6 @@ std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList 
     layer_input = next.view({T * B, D * H});
   }
   return {output, hy, cy};
-}
-
-// The inputs of step t of a direction's recurrent product: h0 then the outputs before
-// t (forward), or the outputs after t then h0 (reverse), as [T*B, H].
-Tensor previousHidden(const Tensor& out_dir, const Tensor& h0, bool reverse) {
-  const int64_t T = out_dir.size(0);
-  const Tensor first = h0.unsqueeze(0);
-  const Tensor h = reverse ? at::cat({out_dir.narrow(0, 1, T - 1), first}, 0)
-                           : at::cat({first, out_dir.narrow(0, 0, T - 1)}, 0);
-  return h.view({T * out_dir.size(1), out_dir.size(2)});
 }
 
 std::vector<Tensor> tensorsOf(const at::IValue& v) { return v.toTensorVector(); }
@@ -309,11 +301,11 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     ctx->saved_data["bidirectional"] = bidirectional;
     ctx->saved_data["batch_first"] = batch_first;
     ctx->saved_data["layer_inputs"] = rec.layer_inputs;
-    ctx->saved_data["layer_outputs"] = rec.layer_outputs;
     ctx->saved_data["masks"] = rec.masks;
     ctx->saved_data["gates"] = rec.gates;
     ctx->saved_data["cells"] = rec.cells;
     ctx->saved_data["c0s"] = rec.c0s;
+    ctx->saved_data["hprevs"] = rec.hprevs;
     return {output, hy, cy};
   }
 
@@ -338,13 +330,13 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     const Tensor& h0_all = saved[0];
     const TensorList params(saved.data() + 1, saved.size() - 1);
     const auto layer_inputs = tensorsOf(sd.at("layer_inputs"));
-    const auto layer_outputs = tensorsOf(sd.at("layer_outputs"));
     const auto masks = tensorsOf(sd.at("masks"));
     const auto gates = tensorsOf(sd.at("gates"));
     const auto cells = tensorsOf(sd.at("cells"));
     const auto c0s = tensorsOf(sd.at("c0s"));
+    const auto hprevs = tensorsOf(sd.at("hprevs"));
     const int64_t D = cfg.directions(), L = cfg.num_layers;
-    const int64_t T = layer_outputs[0].size(0), B = layer_outputs[0].size(1), H = h0_all.size(2);
+    const int64_t T = gates[0].size(0), B = gates[0].size(1), H = h0_all.size(2);
 
     Tensor g_layer = grads[0].defined() ? timeMajor(grads[0], cfg.batch_first) : Tensor();
     if (g_layer.defined() && g_layer.stride(2) != 1) g_layer = g_layer.contiguous();
@@ -363,13 +355,12 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
         const Tensor grad_seq = g_layer.defined() ? g_layer.narrow(2, d * H, H) : Tensor();
         const Tensor grad_hn = g_hy.defined() ? g_hy[idx].contiguous() : Tensor();
         const Tensor grad_cn = g_cy.defined() ? g_cy[idx].contiguous() : Tensor();
-        const DirectionState state{gates[idx], cells[idx], c0s[idx]};
+        const DirectionState state{gates[idx], cells[idx], c0s[idx], hprevs[idx]};
         const Tensor dg = backwardDirection(grad_seq, grad_hn, grad_cn, state, w, d == 1, T, B, H, gh0[idx], gc0[idx]);
         const Tensor dg_t = dg.t();
         const int64_t first = idx * cfg.paramsPerDirection();
         param_grads[first] = dg_t.mm(layer_inputs[l]);
-        const Tensor out_dir = layer_outputs[l].narrow(2, d * H, H);
-        param_grads[first + 1] = dg_t.mm(previousHidden(out_dir, h0_all[idx], d == 1));
+        param_grads[first + 1] = dg_t.mm(state.hprev.view({T * B, H}));
         if (cfg.has_biases) {
           param_grads[first + 2] = dg.sum(0);
           param_grads[first + 3] = param_grads[first + 2].clone();
