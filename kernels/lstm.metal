@@ -43,7 +43,13 @@ struct LstmParams {
   long has_grad_out, has_grad_hn, has_grad_cn;  // backward: which gradients were given
   long group_rows;    // batch rows per threadgroup, 1..LSTM_ROWS (the host splits small batches in two)
   long keep_hprev;    // forward: write h_{t-1} of every step to hprev (for the backward's W_hh gradient)
+  long batch_major;   // rows of xw, hprev and dgates in [B][T] order (a batch_first first layer), else [T][B]
 };
+
+// The row of step t, batch row b in xw, hprev and dgates: batch-major for a batch_first
+// first layer, whose input projection then reads the input and whose input gradient is
+// written in the caller's layout without a transposing copy.
+inline long seq_row(constant LstmParams& p, long t, long b) { return p.batch_major ? b * p.T + t : t * p.B + b; }
 
 // d (8 x 64) = a (8 x k, row stride lda) @ b (k x 64, row stride ldb); k a multiple of 8.
 // (The GPU form; the simulator's is rows_product below.)
@@ -215,14 +221,14 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
                               device float* cells, const device float* pre, threadgroup float* hs, long t,
                               long tprev, bool first, bool last, long b, int r, long u0, long u1, long du) {
   const long H = p.H;
-  const device T* x = xw + (t * p.B + b) * 4 * H;
+  const device T* x = xw + seq_row(p, t, b) * 4 * H;
   const device float* pr = pre + r * p.G;
   const device float* cp = first ? c0 + b * H : cells + (tprev * p.B + b) * H;
   device float* gs = gates + (t * p.B + b) * 4 * H;
   device float* cs = cells + (t * p.B + b) * H;
   device T* o = out + t * p.seq_ts + b * p.seq_bs;
   threadgroup float* h = hs + r * p.HP;
-  device T* hp = p.keep_hprev ? hprev + (t * p.B + b) * H : nullptr;
+  device T* hp = p.keep_hprev ? hprev + seq_row(p, t, b) * H : nullptr;
 #if defined(METALSIM_VECTOR_BYTES)
   // Lane 0 alone, the whole row (u0 = 0, u1 = H, du = 1), a vector at a time.
   long u = u0;
@@ -253,12 +259,13 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
 #endif
 }
 
-// xw [T][B][4H]: the input projections plus both biases (the layer's dtype);
-// w_t [HP][G]: W_hh transposed, float, zero padded; h0, c0 [B][H] float;
-// out: output rows through seq_ts/seq_bs; hn, cn [B][H]; gates [T][B][4H] and
+// xw [T][B][4H] ([B][T][4H] if batch_major): the input projections plus both biases
+// (the layer's dtype); w_t [HP][G]: W_hh transposed, float, zero padded; h0, c0 [B][H]
+// float; out: output rows through seq_ts/seq_bs; hn, cn [B][H]; gates [T][B][4H] and
 // cells [T][B][H] (float) are kept for the backward, and with keep_hprev hprev
-// [T][B][H], each step's h_{t-1} (the rows the W_hh gradient multiplies; it spares the
-// backward assembling them from h0 and the output); scratch: G x 8 floats per threadgroup.
+// [T][B][H] ([B][T][H] if batch_major), each step's h_{t-1} (the rows the W_hh gradient
+// multiplies; it spares the backward assembling them from h0 and the output);
+// scratch: G x 8 floats per threadgroup.
 template <typename T>
 kernel void lstm_forward(const device T* xw [[buffer(0)]], const device float* w_t [[buffer(1)]],
                          const device float* h0 [[buffer(2)]], const device float* c0 [[buffer(3)]],
@@ -325,7 +332,7 @@ METAL_FUNC void backward_cells(constant LstmParams& p, const device T* grad_out,
   const device float* cs = cells + (t * p.B + b) * H;
   const device float* cp = first_step ? c0 + b * H : cells + (tprev * p.B + b) * H;
   const device T* go_row = grad_out + t * p.seq_ts + b * p.seq_bs;
-  device float* dg = dgates + (t * p.B + b) * 4 * H;
+  device float* dg = dgates + seq_row(p, t, b) * 4 * H;
   device float* dpr = dpad + r * p.G;
   device float* dcr = dc + r * p.HP;
   const threadgroup float* dh_next = dhs + r * p.HP;
@@ -370,8 +377,9 @@ METAL_FUNC void backward_cells(constant LstmParams& p, const device T* grad_out,
 
 // grad_out: the output's gradient through seq_ts/seq_bs (has_grad_out); grad_hn,
 // grad_cn [B][H]; w [G][HP]: W_hh, float, zero padded; gates, cells, c0: the forward's;
-// dgates [T][B][4H] (float): the gates' gradients (pre-activation), for the weight and
-// input gradients the host computes over all steps at once; grad_h0, grad_c0 [B][H]
+// dgates [T][B][4H] ([B][T][4H] if batch_major; float): the gates' gradients
+// (pre-activation), for the weight and input gradients the host computes over all
+// steps at once; grad_h0, grad_c0 [B][H]
 // float; scratch: per threadgroup 8 x G floats (the step's gate gradients, padded: the
 // host zeroes them) then 8 x HP (c's gradient).
 template <typename T>

@@ -56,8 +56,9 @@ struct LstmParams {
   int64_t has_grad_out = 0, has_grad_hn = 0, has_grad_cn = 0;
   int64_t group_rows = 0;
   int64_t keep_hprev = 0;
+  int64_t batch_major = 0;
 };
-static_assert(sizeof(LstmParams) == 13 * 8, "LstmParams must match the kernel");
+static_assert(sizeof(LstmParams) == 14 * 8, "LstmParams must match the kernel");
 
 launch::KernelFamily forward_kernels("lstm_forward", launch::kFloatTypes);
 launch::KernelFamily backward_kernels("lstm_backward", launch::kFloatTypes);
@@ -129,7 +130,7 @@ DirectionWeights weightsOf(TensorList params, const LstmConfig& cfg, int64_t lay
 // threads) while the others idle; rows are independent, so the split changes no result.
 int64_t groupCount(int64_t B) { return std::max(std::min<int64_t>(B, 2), (B + kRowsPerGroup - 1) / kRowsPerGroup); }
 
-LstmParams baseParams(int64_t T, int64_t B, int64_t H, bool reverse) {
+LstmParams baseParams(int64_t T, int64_t B, int64_t H, bool reverse, bool batch_major) {
   LstmParams p;
   const int64_t groups = groupCount(B);
   p.group_rows = (B + groups - 1) / groups;
@@ -137,6 +138,7 @@ LstmParams baseParams(int64_t T, int64_t B, int64_t H, bool reverse) {
   p.HP = roundUp(H, kPanel);
   p.G = roundUp(4 * H, kPanel);
   p.reverse = reverse;
+  p.batch_major = batch_major;
   return p;
 }
 
@@ -147,16 +149,18 @@ struct DirectionState {
   Tensor gates;  // [T][B][4H] float, after activation
   Tensor cells;  // [T][B][H] float
   Tensor c0;     // [B][H] float
-  Tensor hprev;  // [T][B][H] (the layer's dtype): h_{t-1} of every step; only when kept
+  Tensor hprev;  // [T*B][H] (the layer's dtype, rows as the input's): h_{t-1} of every step; only when kept
 };
 
-// Runs one direction of a layer over x2d ([T*B, I], time-major, contiguous), writing
-// its outputs into `out` ([T][B][H] view, unit stride along H), `hn` and `cn` ([B][H],
-// contiguous). With keep_hprev (training) the kernel also keeps each step's h_{t-1}.
-DirectionState forwardDirection(const Tensor& x2d, const DirectionWeights& w, const Tensor& h0, const Tensor& c0,
-                                bool reverse, const Tensor& out, const Tensor& hn, const Tensor& cn, bool keep_hprev) {
+// Runs one direction of a layer over x2d ([T*B, I] contiguous, time-major, or
+// batch-major with batch_major), writing its outputs into `out` ([T][B][H] view, unit
+// stride along H), `hn` and `cn` ([B][H], contiguous). With keep_hprev (training) the
+// kernel also keeps each step's h_{t-1}, in x2d's row order.
+DirectionState forwardDirection(const Tensor& x2d, bool batch_major, const DirectionWeights& w, const Tensor& h0,
+                                const Tensor& c0, bool reverse, const Tensor& out, const Tensor& hn, const Tensor& cn,
+                                bool keep_hprev) {
   const int64_t T = out.size(0), B = out.size(1), H = out.size(2);
-  LstmParams p = baseParams(T, B, H, reverse);
+  LstmParams p = baseParams(T, B, H, reverse, batch_major);
   p.seq_ts = out.stride(0), p.seq_bs = out.stride(1);
   p.keep_hprev = keep_hprev;
   const Tensor xw = w.b_ih.defined() ? at::addmm(w.b_ih + w.b_hh, x2d, w.w_ih.t()) : at::mm(x2d, w.w_ih.t());
@@ -166,7 +170,7 @@ DirectionState forwardDirection(const Tensor& x2d, const DirectionWeights& w, co
   w_t.narrow(0, 0, H).narrow(1, 0, 4 * H).copy_(w.w_hh.t());
   const Tensor h0f = h0.to(at::kFloat).contiguous();
   DirectionState state{at::empty({T, B, 4 * H}, f32), at::empty({T, B, H}, f32), c0.to(at::kFloat).contiguous(),
-                       keep_hprev ? at::empty({T, B, H}, out.options()) : Tensor()};
+                       keep_hprev ? at::empty({T * B, H}, out.options()) : Tensor()};
   const int64_t groups = groupCount(B);
   const Tensor scratch = at::empty({groups * kRowsPerGroup * p.G}, f32);
   Stream& stream = currentStream(x2d.device().index());
@@ -179,12 +183,13 @@ DirectionState forwardDirection(const Tensor& x2d, const DirectionWeights& w, co
 }
 
 // The backward of one layer direction's recurrence, in one dispatch: the gates'
-// gradients of every step ([T*B, 4H], returned in the layer's dtype for the GEMMs
-// that follow) and grad_h0/grad_c0, written (float) into `gh0`/`gc0`.
+// gradients of every step ([T*B, 4H], rows batch-major with batch_major, returned in
+// the layer's dtype for the GEMMs that follow) and grad_h0/grad_c0, written (float)
+// into `gh0`/`gc0`.
 Tensor backwardDirection(const Tensor& grad_seq, const Tensor& grad_hn, const Tensor& grad_cn,
-                         const DirectionState& state, const DirectionWeights& w, bool reverse, int64_t T, int64_t B,
-                         int64_t H, const Tensor& gh0, const Tensor& gc0) {
-  LstmParams p = baseParams(T, B, H, reverse);
+                         const DirectionState& state, const DirectionWeights& w, bool reverse, bool batch_major,
+                         int64_t T, int64_t B, int64_t H, const Tensor& gh0, const Tensor& gc0) {
+  LstmParams p = baseParams(T, B, H, reverse, batch_major);
   const Tensor& any = state.gates;  // bound in place of an absent gradient (the kernel does not read it)
   p.has_grad_out = grad_seq.defined();
   p.has_grad_hn = grad_hn.defined();
@@ -200,7 +205,7 @@ Tensor backwardDirection(const Tensor& grad_seq, const Tensor& grad_hn, const Te
   }
   const int64_t groups = groupCount(B);
   const Tensor scratch = at::zeros({groups * kRowsPerGroup * (p.G + p.HP)}, f32);
-  const Tensor dgates = at::empty({T, B, 4 * H}, f32);
+  const Tensor dgates = at::empty({T * B, 4 * H}, f32);
   Stream& stream = currentStream(any.device().index());
   const auto dtype = launch::storageDtype(w.w_hh.scalar_type());
   launch::encodeKernel(stream, backward_kernels.pipeline(stream, launch::Variant::Plain, *dtype),
@@ -208,7 +213,7 @@ Tensor backwardDirection(const Tensor& grad_seq, const Tensor& grad_hn, const Te
                         grad_cn.defined() ? &grad_cn : &any, &w_pad, &state.gates, &state.cells, &state.c0, &dgates,
                         &gh0, &gc0, &scratch},
                        p, groupsFor(B));
-  return dgates.view({T * B, 4 * H}).to(w.w_hh.scalar_type());
+  return dgates.to(w.w_hh.scalar_type());
 }
 
 // The time-major view of the output of `input` laid out as the caller asked.
@@ -236,7 +241,9 @@ std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList 
   const int64_t T = x.size(0), B = x.size(1), H = hx[0].size(2);
   Tensor hy = at::empty({L * D, B, H}, input.options());
   Tensor cy = at::empty({L * D, B, H}, input.options());
-  Tensor layer_input = x.contiguous().view({T * B, x.size(2)});
+  // A batch_first input is read as it is (rows batch-major); later layers' inputs are
+  // the previous layers' time-major outputs.
+  Tensor layer_input = input.contiguous().view({T * B, x.size(2)});
   Tensor output;
   for (int64_t l = 0; l < L; ++l) {
     const bool last = l == L - 1;
@@ -246,8 +253,9 @@ std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList 
     const Tensor out_tm = timeMajor(out, last && cfg.batch_first);
     for (int64_t d = 0; d < D; ++d) {
       const int64_t idx = l * D + d;
-      DirectionState s = forwardDirection(layer_input, weightsOf(params, cfg, l, d), hx[0][idx], hx[1][idx], d == 1,
-                                          out_tm.narrow(2, d * H, H), hy[idx], cy[idx], record != nullptr);
+      DirectionState s =
+          forwardDirection(layer_input, l == 0 && cfg.batch_first, weightsOf(params, cfg, l, d), hx[0][idx],
+                           hx[1][idx], d == 1, out_tm.narrow(2, d * H, H), hy[idx], cy[idx], record != nullptr);
       if (record) {
         record->gates.push_back(s.gates);
         record->cells.push_back(s.cells);
@@ -347,8 +355,9 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     std::vector<Tensor> param_grads(params.size());
     Tensor grad_input;
     for (int64_t l = L - 1; l >= 0; --l) {
-      Tensor grad_x;  // [T*B, I_l]
+      Tensor grad_x;  // [T*B, I_l], rows in the order of the layer's input
       const bool need_grad_x = l > 0 || ctx->needs_input_grad(0);
+      const bool batch_major = l == 0 && cfg.batch_first;  // as the forward read the layer's input
       for (int64_t d = 0; d < D; ++d) {
         const int64_t idx = l * D + d;
         const DirectionWeights w = weightsOf(params, cfg, l, d);
@@ -356,11 +365,12 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
         const Tensor grad_hn = g_hy.defined() ? g_hy[idx].contiguous() : Tensor();
         const Tensor grad_cn = g_cy.defined() ? g_cy[idx].contiguous() : Tensor();
         const DirectionState state{gates[idx], cells[idx], c0s[idx], hprevs[idx]};
-        const Tensor dg = backwardDirection(grad_seq, grad_hn, grad_cn, state, w, d == 1, T, B, H, gh0[idx], gc0[idx]);
+        const Tensor dg =
+            backwardDirection(grad_seq, grad_hn, grad_cn, state, w, d == 1, batch_major, T, B, H, gh0[idx], gc0[idx]);
         const Tensor dg_t = dg.t();
         const int64_t first = idx * cfg.paramsPerDirection();
         param_grads[first] = dg_t.mm(layer_inputs[l]);
-        param_grads[first + 1] = dg_t.mm(state.hprev.view({T * B, H}));
+        param_grads[first + 1] = dg_t.mm(state.hprev);
         if (cfg.has_biases) {
           param_grads[first + 2] = dg.sum(0);
           param_grads[first + 3] = param_grads[first + 2].clone();
@@ -382,8 +392,7 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     variable_list result;
     if (grad_input.defined()) {
       const int64_t I = grad_input.size(1);
-      grad_input = grad_input.view({T, B, I});
-      if (cfg.batch_first) grad_input = grad_input.transpose(0, 1);
+      grad_input = cfg.batch_first ? grad_input.view({B, T, I}) : grad_input.view({T, B, I});
     }
     result.push_back(grad_input);
     result.push_back(gh0.to(dtype));
