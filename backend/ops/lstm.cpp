@@ -6,7 +6,8 @@
 // of a training step. Here a layer direction is:
 //   forward:  one GEMM for the input projections of all time steps (plus both biases),
 //             then kernels/lstm.metal's lstm_forward: the whole recurrence in one
-//             dispatch, keeping the activated gates and c_t of every step;
+//             dispatch, keeping the activated gates and c_t of every step (and
+//             h_{t-1}, in training, for the W_hh gradient);
 //   backward: lstm_backward, the whole backpropagation through time in one dispatch
 //             (the gates' gradients of every step), then GEMMs over all time steps at
 //             once for the input's and the weights' gradients and a sum for the biases'.
@@ -15,7 +16,7 @@
 //
 // Covered: float32/float16/bfloat16, any number of layers, bidirectional, batch_first,
 // with or without biases, dropout between layers (native_dropout), hidden sizes up to
-// 512 (the kernels keep 8 batch rows of the hidden state in threadgroup memory).
+// 512 (the kernels keep up to 8 batch rows of the hidden state in threadgroup memory).
 // Everything else (projections, unbatched or empty inputs, mixed dtypes or devices,
 // larger hidden sizes, float64) runs torch's composite implementation, as before, with
 // its errors for bad arguments. Packed sequences are aten::lstm.data, not handled here.
