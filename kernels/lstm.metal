@@ -127,19 +127,22 @@ METAL_FUNC void rows_product(int rows, float* out, long ldo, const float* a, lon
 #endif
 }
 
-// N units of one row's cell update from unit u of the row pointers (forward_cells'
-// arithmetic): inputs into local arrays, the math on them, then one store loop per
-// destination, so that no loop mixes loads and stores of pointers that may alias.
+// Units [u, u + n) of one row's cell update (n <= N; forward_cells' arithmetic): inputs
+// into local arrays (zeros past n), the math on all N of them, then one store loop per
+// destination, so that no loop mixes loads and stores of pointers that may alias. A
+// row's last, partial chunk runs the same N-wide code as the others, so every unit is
+// computed by the same instructions whatever the hidden size.
 template <typename T, int N>
-METAL_FUNC void forward_chunk(const float* pr, const device T* x, const float* cp, long H, long u, float* gs,
+METAL_FUNC void forward_chunk(const float* pr, const device T* x, const float* cp, long H, long u, int n, float* gs,
                               float* cs, device T* o, float* h, device T* hp, device T* hn, device T* cn, bool last) {
   float zi[N], zf[N], zg[N], zo[N], cv[N];
   for (int i = 0; i < N; ++i) {
-    zi[i] = pr[u + i] + float(x[u + i]);
-    zf[i] = pr[H + u + i] + float(x[H + u + i]);
-    zg[i] = pr[2 * H + u + i] + float(x[2 * H + u + i]);
-    zo[i] = pr[3 * H + u + i] + float(x[3 * H + u + i]);
-    cv[i] = cp[u + i];
+    const bool in = i < n;
+    zi[i] = in ? pr[u + i] + float(x[u + i]) : 0.0f;
+    zf[i] = in ? pr[H + u + i] + float(x[H + u + i]) : 0.0f;
+    zg[i] = in ? pr[2 * H + u + i] + float(x[2 * H + u + i]) : 0.0f;
+    zo[i] = in ? pr[3 * H + u + i] + float(x[3 * H + u + i]) : 0.0f;
+    cv[i] = in ? cp[u + i] : 0.0f;
   }
   float gi[N], gf[N], gg[N], go[N], c[N], hv[N];
   for (int i = 0; i < N; ++i) {
@@ -151,44 +154,46 @@ METAL_FUNC void forward_chunk(const float* pr, const device T* x, const float* c
     hv[i] = float(T(go[i] * tanh(c[i])));
   }
   if (hp)
-    for (int i = 0; i < N; ++i) hp[u + i] = T(h[u + i]);
-  __builtin_memcpy(gs + u, gi, sizeof gi);
-  __builtin_memcpy(gs + H + u, gf, sizeof gf);
-  __builtin_memcpy(gs + 2 * H + u, gg, sizeof gg);
-  __builtin_memcpy(gs + 3 * H + u, go, sizeof go);
-  __builtin_memcpy(cs + u, c, sizeof c);
-  __builtin_memcpy(h + u, hv, sizeof hv);
-  for (int i = 0; i < N; ++i) o[u + i] = T(hv[i]);
+    for (int i = 0; i < n; ++i) hp[u + i] = T(h[u + i]);
+  for (int i = 0; i < n; ++i) gs[u + i] = gi[i];
+  for (int i = 0; i < n; ++i) gs[H + u + i] = gf[i];
+  for (int i = 0; i < n; ++i) gs[2 * H + u + i] = gg[i];
+  for (int i = 0; i < n; ++i) gs[3 * H + u + i] = go[i];
+  for (int i = 0; i < n; ++i) cs[u + i] = c[i];
+  for (int i = 0; i < n; ++i) h[u + i] = hv[i];
+  for (int i = 0; i < n; ++i) o[u + i] = T(hv[i]);
   if (last) {
-    for (int i = 0; i < N; ++i) hn[u + i] = T(hv[i]);
-    for (int i = 0; i < N; ++i) cn[u + i] = T(c[i]);
+    for (int i = 0; i < n; ++i) hn[u + i] = T(hv[i]);
+    for (int i = 0; i < n; ++i) cn[u + i] = T(c[i]);
   }
 }
 
-// N units of one row's gate gradients from unit u (backward_cells' arithmetic), laid
-// out as forward_chunk.
+// Units [u, u + n) of one row's gate gradients (backward_cells' arithmetic), laid out
+// as forward_chunk.
 template <typename T, int N>
 METAL_FUNC void backward_chunk(constant LstmParams& p, const device T* go_row, const device T* ghn,
                                const device T* gcn, const float* gs, const float* cs, const float* cp,
-                               const float* dh_next, long u, bool last_step, float* dg, float* dpr, float* dcr) {
+                               const float* dh_next, long u, int n, bool last_step, float* dg, float* dpr,
+                               float* dcr) {
   const long H = p.H;
   float dh[N], dcv[N], gi[N], gf[N], gg[N], go[N], cpv[N], csv[N];
   for (int i = 0; i < N; ++i) {
-    dh[i] = dh_next[u + i];
-    dcv[i] = dcr[u + i];
-    gi[i] = gs[u + i];
-    gf[i] = gs[H + u + i];
-    gg[i] = gs[2 * H + u + i];
-    go[i] = gs[3 * H + u + i];
-    cpv[i] = cp[u + i];
-    csv[i] = cs[u + i];
+    const bool in = i < n;
+    dh[i] = in ? dh_next[u + i] : 0.0f;
+    dcv[i] = in ? dcr[u + i] : 0.0f;
+    gi[i] = in ? gs[u + i] : 0.0f;
+    gf[i] = in ? gs[H + u + i] : 0.0f;
+    gg[i] = in ? gs[2 * H + u + i] : 0.0f;
+    go[i] = in ? gs[3 * H + u + i] : 0.0f;
+    cpv[i] = in ? cp[u + i] : 0.0f;
+    csv[i] = in ? cs[u + i] : 0.0f;
   }
   if (p.has_grad_out)
-    for (int i = 0; i < N; ++i) dh[i] += float(go_row[u + i]);
+    for (int i = 0; i < N; ++i) dh[i] += i < n ? float(go_row[u + i]) : 0.0f;
   if (last_step) {
     // The backward's first step is the forward's last: h_n's and c_n's gradients enter here.
-    for (int i = 0; i < N; ++i) dh[i] += p.has_grad_hn ? float(ghn[u + i]) : 0.0f;
-    for (int i = 0; i < N; ++i) dcv[i] = p.has_grad_cn ? float(gcn[u + i]) : 0.0f;
+    for (int i = 0; i < N; ++i) dh[i] += p.has_grad_hn && i < n ? float(ghn[u + i]) : 0.0f;
+    for (int i = 0; i < N; ++i) dcv[i] = p.has_grad_cn && i < n ? float(gcn[u + i]) : 0.0f;
   }
   float di[N], df[N], dgg[N], dgo[N], dcp[N];
   for (int i = 0; i < N; ++i) {
@@ -200,15 +205,15 @@ METAL_FUNC void backward_chunk(constant LstmParams& p, const device T* go_row, c
     dgo[i] = dh[i] * tc * go[i] * (1.0f - go[i]);
     dcp[i] = d * gf[i];
   }
-  __builtin_memcpy(dg + u, di, sizeof di);
-  __builtin_memcpy(dg + H + u, df, sizeof df);
-  __builtin_memcpy(dg + 2 * H + u, dgg, sizeof dgg);
-  __builtin_memcpy(dg + 3 * H + u, dgo, sizeof dgo);
-  __builtin_memcpy(dpr + u, di, sizeof di);
-  __builtin_memcpy(dpr + H + u, df, sizeof df);
-  __builtin_memcpy(dpr + 2 * H + u, dgg, sizeof dgg);
-  __builtin_memcpy(dpr + 3 * H + u, dgo, sizeof dgo);
-  __builtin_memcpy(dcr + u, dcp, sizeof dcp);
+  for (int i = 0; i < n; ++i) dg[u + i] = di[i];
+  for (int i = 0; i < n; ++i) dg[H + u + i] = df[i];
+  for (int i = 0; i < n; ++i) dg[2 * H + u + i] = dgg[i];
+  for (int i = 0; i < n; ++i) dg[3 * H + u + i] = dgo[i];
+  for (int i = 0; i < n; ++i) dpr[u + i] = di[i];
+  for (int i = 0; i < n; ++i) dpr[H + u + i] = df[i];
+  for (int i = 0; i < n; ++i) dpr[2 * H + u + i] = dgg[i];
+  for (int i = 0; i < n; ++i) dpr[3 * H + u + i] = dgo[i];
+  for (int i = 0; i < n; ++i) dcr[u + i] = dcp[i];
 }
 #endif
 
@@ -233,8 +238,9 @@ METAL_FUNC void forward_cells(constant LstmParams& p, const device T* xw, const 
   // Lane 0 alone, the whole row (u0 = 0, u1 = H, du = 1), a vector at a time.
   long u = u0;
   for (; u + LSTM_VW <= u1; u += LSTM_VW)
-    forward_chunk<T, LSTM_VW>(pr, x, cp, H, u, gs, cs, o, h, hp, hn + b * H, cn + b * H, last);
-  for (; u < u1; ++u) forward_chunk<T, 1>(pr, x, cp, H, u, gs, cs, o, h, hp, hn + b * H, cn + b * H, last);
+    forward_chunk<T, LSTM_VW>(pr, x, cp, H, u, LSTM_VW, gs, cs, o, h, hp, hn + b * H, cn + b * H, last);
+  if (u < u1)
+    forward_chunk<T, LSTM_VW>(pr, x, cp, H, u, int(u1 - u), gs, cs, o, h, hp, hn + b * H, cn + b * H, last);
 #else
   for (long u = u0; u < u1; u += du) {
     const float gi = sigmoid_f(pr[u] + float(x[u]));
@@ -340,11 +346,11 @@ METAL_FUNC void backward_cells(constant LstmParams& p, const device T* grad_out,
   // Lane 0 alone, the whole row (u0 = 0, u1 = H, du = 1), a vector at a time.
   long u = u0;
   for (; u + LSTM_VW <= u1; u += LSTM_VW)
-    backward_chunk<T, LSTM_VW>(p, go_row, grad_hn + b * H, grad_cn + b * H, gs, cs, cp, dh_next, u, last_step, dg,
-                               dpr, dcr);
-  for (; u < u1; ++u)
-    backward_chunk<T, 1>(p, go_row, grad_hn + b * H, grad_cn + b * H, gs, cs, cp, dh_next, u, last_step, dg, dpr,
-                         dcr);
+    backward_chunk<T, LSTM_VW>(p, go_row, grad_hn + b * H, grad_cn + b * H, gs, cs, cp, dh_next, u, LSTM_VW,
+                               last_step, dg, dpr, dcr);
+  if (u < u1)
+    backward_chunk<T, LSTM_VW>(p, go_row, grad_hn + b * H, grad_cn + b * H, gs, cs, cp, dh_next, u, int(u1 - u),
+                               last_step, dg, dpr, dcr);
 #else
   for (long u = u0; u < u1; u += du) {
     float dh = dh_next[u];
