@@ -6,7 +6,8 @@
 // of a training step. Here a layer direction is:
 //   forward:  one GEMM for the input projections of all time steps (plus both biases),
 //             then kernels/lstm.metal's lstm_forward: the whole recurrence in one
-//             dispatch, keeping the activated gates and c_t of every step;
+//             dispatch, keeping the activated gates and c_t of every step (and
+//             h_{t-1}, in training, for the W_hh gradient);
 //   backward: lstm_backward, the whole backpropagation through time in one dispatch
 //             (the gates' gradients of every step), then GEMMs over all time steps at
 //             once for the input's and the weights' gradients and a sum for the biases'.
@@ -15,7 +16,7 @@
 //
 // Covered: float32/float16/bfloat16, any number of layers, bidirectional, batch_first,
 // with or without biases, dropout between layers (native_dropout), hidden sizes up to
-// 512 (the kernels keep 8 batch rows of the hidden state in threadgroup memory).
+// 512 (the kernels keep up to 8 batch rows of the hidden state in threadgroup memory).
 // Everything else (projections, unbatched or empty inputs, mixed dtypes or devices,
 // larger hidden sizes, float64) runs torch's composite implementation, as before, with
 // its errors for bad arguments. Packed sequences are aten::lstm.data, not handled here.
@@ -25,6 +26,7 @@
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "allocator.h"
@@ -53,8 +55,11 @@ struct LstmParams {
   int64_t reverse = 0;
   int64_t seq_ts = 0, seq_bs = 0;
   int64_t has_grad_out = 0, has_grad_hn = 0, has_grad_cn = 0;
+  int64_t group_rows = 0;
+  int64_t keep_hprev = 0;
+  int64_t batch_major = 0;
 };
-static_assert(sizeof(LstmParams) == 11 * 8, "LstmParams must match the kernel");
+static_assert(sizeof(LstmParams) == 14 * 8, "LstmParams must match the kernel");
 
 launch::KernelFamily forward_kernels("lstm_forward", launch::kFloatTypes);
 launch::KernelFamily backward_kernels("lstm_backward", launch::kFloatTypes);
@@ -120,68 +125,88 @@ DirectionWeights weightsOf(TensorList params, const LstmConfig& cfg, int64_t lay
   return w;
 }
 
-LstmParams baseParams(int64_t T, int64_t B, int64_t H, bool reverse) {
+// Threadgroups for a batch of B rows: one per 8 rows, but at least two for a batch of
+// two rows or more. The recurrence is sequential in time, so a batch of 16 rows or
+// fewer in one group would run on one GPU core (on the simulator, one of its two worker
+// threads) while the others idle; rows are independent, so the split changes no result.
+int64_t groupCount(int64_t B) { return std::max(std::min<int64_t>(B, 2), (B + kRowsPerGroup - 1) / kRowsPerGroup); }
+
+LstmParams baseParams(int64_t T, int64_t B, int64_t H, bool reverse, bool batch_major) {
   LstmParams p;
+  const int64_t groups = groupCount(B);
+  p.group_rows = (B + groups - 1) / groups;
   p.T = T, p.B = B, p.H = H;
   p.HP = roundUp(H, kPanel);
   p.G = roundUp(4 * H, kPanel);
   p.reverse = reverse;
+  p.batch_major = batch_major;
   return p;
 }
 
-launch::Grid groupsFor(int64_t B) {
-  return launch::Grid::groups(static_cast<uint64_t>((B + kRowsPerGroup - 1) / kRowsPerGroup), kThreads);
-}
+launch::Grid groupsFor(int64_t B) { return launch::Grid::groups(static_cast<uint64_t>(groupCount(B)), kThreads); }
 
 // What the backward of one layer direction needs besides the inputs and weights.
 struct DirectionState {
   Tensor gates;  // [T][B][4H] float, after activation
   Tensor cells;  // [T][B][H] float
   Tensor c0;     // [B][H] float
+  Tensor hprev;  // [T*B][H] (the layer's dtype, rows as the input's): h_{t-1} of every step; only when kept
 };
 
-// Runs one direction of a layer over x2d ([T*B, I], time-major, contiguous), writing
-// its outputs into `out` ([T][B][H] view, unit stride along H), `hn` and `cn` ([B][H],
-// contiguous).
-DirectionState forwardDirection(const Tensor& x2d, const DirectionWeights& w, const Tensor& h0, const Tensor& c0,
-                                bool reverse, const Tensor& out, const Tensor& hn, const Tensor& cn) {
+// Runs one direction of a layer over x2d ([T*B, I] contiguous, time-major, or
+// batch-major with batch_major), writing its outputs into `out` ([T][B][H] view, unit
+// stride along H), `hn` and `cn` ([B][H], contiguous). With keep_hprev (training) the
+// kernel also keeps each step's h_{t-1}, in x2d's row order.
+DirectionState forwardDirection(const Tensor& x2d, bool batch_major, const DirectionWeights& w, const Tensor& h0,
+                                const Tensor& c0, bool reverse, const Tensor& out, const Tensor& hn, const Tensor& cn,
+                                bool keep_hprev) {
   const int64_t T = out.size(0), B = out.size(1), H = out.size(2);
-  LstmParams p = baseParams(T, B, H, reverse);
+  LstmParams p = baseParams(T, B, H, reverse, batch_major);
   p.seq_ts = out.stride(0), p.seq_bs = out.stride(1);
+  p.keep_hprev = keep_hprev;
   const Tensor xw = w.b_ih.defined() ? at::addmm(w.b_ih + w.b_hh, x2d, w.w_ih.t()) : at::mm(x2d, w.w_ih.t());
   const auto f32 = x2d.options().dtype(at::kFloat);
-  Tensor w_t = at::zeros({p.HP, p.G}, f32);
+  // Zero padding only where there is some (H not a multiple of 64, 4H not of 64).
+  Tensor w_t = p.HP == H && p.G == 4 * H ? at::empty({p.HP, p.G}, f32) : at::zeros({p.HP, p.G}, f32);
   w_t.narrow(0, 0, H).narrow(1, 0, 4 * H).copy_(w.w_hh.t());
   const Tensor h0f = h0.to(at::kFloat).contiguous();
-  DirectionState state{at::empty({T, B, 4 * H}, f32), at::empty({T, B, H}, f32), c0.to(at::kFloat).contiguous()};
-  const int64_t groups = (B + kRowsPerGroup - 1) / kRowsPerGroup;
+  DirectionState state{at::empty({T, B, 4 * H}, f32), at::empty({T, B, H}, f32), c0.to(at::kFloat).contiguous(),
+                       keep_hprev ? at::empty({T * B, H}, out.options()) : Tensor()};
+  const int64_t groups = groupCount(B);
   const Tensor scratch = at::empty({groups * kRowsPerGroup * p.G}, f32);
   Stream& stream = currentStream(x2d.device().index());
   const auto dtype = launch::storageDtype(x2d.scalar_type());
   launch::encodeKernel(stream, forward_kernels.pipeline(stream, launch::Variant::Plain, *dtype),
-                       {&xw, &w_t, &h0f, &state.c0, &out, &hn, &cn, &state.gates, &state.cells, &scratch}, p,
-                       groupsFor(B));
+                       {&xw, &w_t, &h0f, &state.c0, &out, &hn, &cn, &state.gates, &state.cells, &scratch,
+                        keep_hprev ? &state.hprev : &out},  // out in place of hprev: not written then
+                       p, groupsFor(B));
   return state;
 }
 
 // The backward of one layer direction's recurrence, in one dispatch: the gates'
-// gradients of every step ([T*B, 4H], returned in the layer's dtype for the GEMMs
-// that follow) and grad_h0/grad_c0, written (float) into `gh0`/`gc0`.
+// gradients of every step ([T*B, 4H], rows batch-major with batch_major, returned in
+// the layer's dtype for the GEMMs that follow) and grad_h0/grad_c0, written (float)
+// into `gh0`/`gc0`.
 Tensor backwardDirection(const Tensor& grad_seq, const Tensor& grad_hn, const Tensor& grad_cn,
-                         const DirectionState& state, const DirectionWeights& w, bool reverse, int64_t T, int64_t B,
-                         int64_t H, const Tensor& gh0, const Tensor& gc0) {
-  LstmParams p = baseParams(T, B, H, reverse);
+                         const DirectionState& state, const DirectionWeights& w, bool reverse, bool batch_major,
+                         int64_t T, int64_t B, int64_t H, const Tensor& gh0, const Tensor& gc0) {
+  LstmParams p = baseParams(T, B, H, reverse, batch_major);
   const Tensor& any = state.gates;  // bound in place of an absent gradient (the kernel does not read it)
   p.has_grad_out = grad_seq.defined();
   p.has_grad_hn = grad_hn.defined();
   p.has_grad_cn = grad_cn.defined();
   if (grad_seq.defined()) p.seq_ts = grad_seq.stride(0), p.seq_bs = grad_seq.stride(1);
   const auto f32 = state.gates.options();
-  Tensor w_pad = at::zeros({p.G, p.HP}, f32);
-  w_pad.narrow(0, 0, 4 * H).narrow(1, 0, H).copy_(w.w_hh);
-  const int64_t groups = (B + kRowsPerGroup - 1) / kRowsPerGroup;
+  Tensor w_pad;  // W_hh as it is when it needs no padding (a float32 weight: no copy)
+  if (p.HP == H && p.G == 4 * H) {
+    w_pad = w.w_hh.to(at::kFloat).contiguous();
+  } else {
+    w_pad = at::zeros({p.G, p.HP}, f32);
+    w_pad.narrow(0, 0, 4 * H).narrow(1, 0, H).copy_(w.w_hh);
+  }
+  const int64_t groups = groupCount(B);
   const Tensor scratch = at::zeros({groups * kRowsPerGroup * (p.G + p.HP)}, f32);
-  const Tensor dgates = at::empty({T, B, 4 * H}, f32);
+  const Tensor dgates = at::empty({T * B, 4 * H}, f32);
   Stream& stream = currentStream(any.device().index());
   const auto dtype = launch::storageDtype(w.w_hh.scalar_type());
   launch::encodeKernel(stream, backward_kernels.pipeline(stream, launch::Variant::Plain, *dtype),
@@ -189,7 +214,7 @@ Tensor backwardDirection(const Tensor& grad_seq, const Tensor& grad_hn, const Te
                         grad_cn.defined() ? &grad_cn : &any, &w_pad, &state.gates, &state.cells, &state.c0, &dgates,
                         &gh0, &gc0, &scratch},
                        p, groupsFor(B));
-  return dgates.view({T * B, 4 * H}).to(w.w_hh.scalar_type());
+  return dgates.to(w.w_hh.scalar_type());
 }
 
 // The time-major view of the output of `input` laid out as the caller asked.
@@ -205,9 +230,8 @@ struct NoAutocast {
 // Everything the forward produced that the backward reads.
 struct ForwardRecord {
   std::vector<Tensor> layer_inputs;  // [T*B, I_l] per layer (after dropout)
-  std::vector<Tensor> layer_outputs;  // [T][B][D*H] time-major views, per layer
   std::vector<Tensor> masks;         // dropout masks between layers
-  std::vector<Tensor> gates, cells, c0s;  // per layer direction
+  std::vector<Tensor> gates, cells, c0s, hprevs;  // per layer direction
 };
 
 std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList hx, TensorList params,
@@ -218,7 +242,9 @@ std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList 
   const int64_t T = x.size(0), B = x.size(1), H = hx[0].size(2);
   Tensor hy = at::empty({L * D, B, H}, input.options());
   Tensor cy = at::empty({L * D, B, H}, input.options());
-  Tensor layer_input = x.contiguous().view({T * B, x.size(2)});
+  // A batch_first input is read as it is (rows batch-major); later layers' inputs are
+  // the previous layers' time-major outputs.
+  Tensor layer_input = input.contiguous().view({T * B, x.size(2)});
   Tensor output;
   for (int64_t l = 0; l < L; ++l) {
     const bool last = l == L - 1;
@@ -228,18 +254,17 @@ std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList 
     const Tensor out_tm = timeMajor(out, last && cfg.batch_first);
     for (int64_t d = 0; d < D; ++d) {
       const int64_t idx = l * D + d;
-      DirectionState s = forwardDirection(layer_input, weightsOf(params, cfg, l, d), hx[0][idx], hx[1][idx], d == 1,
-                                          out_tm.narrow(2, d * H, H), hy[idx], cy[idx]);
+      DirectionState s =
+          forwardDirection(layer_input, l == 0 && cfg.batch_first, weightsOf(params, cfg, l, d), hx[0][idx],
+                           hx[1][idx], d == 1, out_tm.narrow(2, d * H, H), hy[idx], cy[idx], record != nullptr);
       if (record) {
         record->gates.push_back(s.gates);
         record->cells.push_back(s.cells);
         record->c0s.push_back(s.c0);
+        record->hprevs.push_back(s.hprev);
       }
     }
-    if (record) {
-      record->layer_inputs.push_back(layer_input);
-      record->layer_outputs.push_back(out_tm);
-    }
+    if (record) record->layer_inputs.push_back(layer_input);
     if (last) {
       output = out;
       break;
@@ -258,16 +283,6 @@ std::tuple<Tensor, Tensor, Tensor> fusedForward(const Tensor& input, TensorList 
     layer_input = next.view({T * B, D * H});
   }
   return {output, hy, cy};
-}
-
-// The inputs of step t of a direction's recurrent product: h0 then the outputs before
-// t (forward), or the outputs after t then h0 (reverse), as [T*B, H].
-Tensor previousHidden(const Tensor& out_dir, const Tensor& h0, bool reverse) {
-  const int64_t T = out_dir.size(0);
-  const Tensor first = h0.unsqueeze(0);
-  const Tensor h = reverse ? at::cat({out_dir.narrow(0, 1, T - 1), first}, 0)
-                           : at::cat({first, out_dir.narrow(0, 0, T - 1)}, 0);
-  return h.view({T * out_dir.size(1), out_dir.size(2)});
 }
 
 std::vector<Tensor> tensorsOf(const at::IValue& v) { return v.toTensorVector(); }
@@ -295,11 +310,11 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     ctx->saved_data["bidirectional"] = bidirectional;
     ctx->saved_data["batch_first"] = batch_first;
     ctx->saved_data["layer_inputs"] = rec.layer_inputs;
-    ctx->saved_data["layer_outputs"] = rec.layer_outputs;
     ctx->saved_data["masks"] = rec.masks;
     ctx->saved_data["gates"] = rec.gates;
     ctx->saved_data["cells"] = rec.cells;
     ctx->saved_data["c0s"] = rec.c0s;
+    ctx->saved_data["hprevs"] = rec.hprevs;
     return {output, hy, cy};
   }
 
@@ -324,13 +339,13 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     const Tensor& h0_all = saved[0];
     const TensorList params(saved.data() + 1, saved.size() - 1);
     const auto layer_inputs = tensorsOf(sd.at("layer_inputs"));
-    const auto layer_outputs = tensorsOf(sd.at("layer_outputs"));
     const auto masks = tensorsOf(sd.at("masks"));
     const auto gates = tensorsOf(sd.at("gates"));
     const auto cells = tensorsOf(sd.at("cells"));
     const auto c0s = tensorsOf(sd.at("c0s"));
+    const auto hprevs = tensorsOf(sd.at("hprevs"));
     const int64_t D = cfg.directions(), L = cfg.num_layers;
-    const int64_t T = layer_outputs[0].size(0), B = layer_outputs[0].size(1), H = h0_all.size(2);
+    const int64_t T = gates[0].size(0), B = gates[0].size(1), H = h0_all.size(2);
 
     Tensor g_layer = grads[0].defined() ? timeMajor(grads[0], cfg.batch_first) : Tensor();
     if (g_layer.defined() && g_layer.stride(2) != 1) g_layer = g_layer.contiguous();
@@ -341,21 +356,22 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     std::vector<Tensor> param_grads(params.size());
     Tensor grad_input;
     for (int64_t l = L - 1; l >= 0; --l) {
-      Tensor grad_x;  // [T*B, I_l]
+      Tensor grad_x;  // [T*B, I_l], rows in the order of the layer's input
       const bool need_grad_x = l > 0 || ctx->needs_input_grad(0);
+      const bool batch_major = l == 0 && cfg.batch_first;  // as the forward read the layer's input
       for (int64_t d = 0; d < D; ++d) {
         const int64_t idx = l * D + d;
         const DirectionWeights w = weightsOf(params, cfg, l, d);
         const Tensor grad_seq = g_layer.defined() ? g_layer.narrow(2, d * H, H) : Tensor();
         const Tensor grad_hn = g_hy.defined() ? g_hy[idx].contiguous() : Tensor();
         const Tensor grad_cn = g_cy.defined() ? g_cy[idx].contiguous() : Tensor();
-        const DirectionState state{gates[idx], cells[idx], c0s[idx]};
-        const Tensor dg = backwardDirection(grad_seq, grad_hn, grad_cn, state, w, d == 1, T, B, H, gh0[idx], gc0[idx]);
+        const DirectionState state{gates[idx], cells[idx], c0s[idx], hprevs[idx]};
+        const Tensor dg =
+            backwardDirection(grad_seq, grad_hn, grad_cn, state, w, d == 1, batch_major, T, B, H, gh0[idx], gc0[idx]);
         const Tensor dg_t = dg.t();
         const int64_t first = idx * cfg.paramsPerDirection();
         param_grads[first] = dg_t.mm(layer_inputs[l]);
-        const Tensor out_dir = layer_outputs[l].narrow(2, d * H, H);
-        param_grads[first + 1] = dg_t.mm(previousHidden(out_dir, h0_all[idx], d == 1));
+        param_grads[first + 1] = dg_t.mm(state.hprev);
         if (cfg.has_biases) {
           param_grads[first + 2] = dg.sum(0);
           param_grads[first + 3] = param_grads[first + 2].clone();
@@ -377,8 +393,7 @@ class FusedLstm : public torch::autograd::Function<FusedLstm> {
     variable_list result;
     if (grad_input.defined()) {
       const int64_t I = grad_input.size(1);
-      grad_input = grad_input.view({T, B, I});
-      if (cfg.batch_first) grad_input = grad_input.transpose(0, 1);
+      grad_input = cfg.batch_first ? grad_input.view({B, T, I}) : grad_input.view({T, B, I});
     }
     result.push_back(grad_input);
     result.push_back(gh0.to(dtype));
