@@ -2,7 +2,8 @@
 // embedding) and scatter with its reductions (and through them index_add, index_copy,
 // index_fill and embedding's backward). Host side: backend/ops/indexing.cpp.
 //
-// Both walk the index tensor's shape with arbitrary strides (an index expanded with
+// Both walk the index tensor's shape, last dim first (so that neighbouring threads
+// touch neighbouring elements of contiguous tensors), with arbitrary strides (an index expanded with
 // stride 0, as index_select's, costs nothing). Index values are checked on the device
 // (kernels/index_check.metal) before these run; an element whose index is outside
 // [0, bound) is skipped here, so a bad index never reads or writes out of bounds.
@@ -64,12 +65,52 @@ kernel void index_gather(device T* out [[buffer(0)]], device const T* self [[buf
                          device const long* index [[buffer(2)]], constant IndexParams& p [[buffer(3)]],
                          uint gid [[thread_position_in_grid]], uint threads [[threads_per_grid]]) {
   const long dim_stride = p.self_strides[p.dim];
+#if defined(METALSIM_VECTOR_BYTES)
+  // The simulator: a thread takes a block of consecutive elements (the host dispatches
+  // fewer threads) and steps its coordinates from one element to the next. Finding
+  // them per element, as a GPU thread does, costs a 64-bit division per dimension,
+  // which was most of an embedding's time on a CPU core.
+  const ulong per = (p.lines + threads - 1) / threads;
+  ulong e = ulong(gid) * per;
+  const ulong end = min(p.lines, e + per);
+  if (e >= end) return;
+  ulong c[METALX_INDEX_MAX_DIMS];
+  Offsets o = {0, 0, 0};
+  ulong rest = e;
+  for (uint d = 0; d < p.ndim; ++d) {
+    c[d] = rest % p.sizes[d];
+    rest /= p.sizes[d];
+    if (d != p.dim) o.self += long(c[d]) * p.self_strides[d];
+    o.index += long(c[d]) * p.index_strides[d];
+    o.other += long(c[d]) * p.other_strides[d];
+  }
+  for (;;) {
+    const long i = index[o.index];
+    if (i >= 0 && i < p.bound) out[o.other] = self[o.self + i * dim_stride];
+    if (++e == end) break;
+    for (uint d = 0; d < p.ndim; ++d) {  // the next element's coordinates, carrying
+      const long self_stride = d != p.dim ? p.self_strides[d] : 0;
+      if (++c[d] < p.sizes[d]) {
+        o.self += self_stride;
+        o.index += p.index_strides[d];
+        o.other += p.other_strides[d];
+        break;
+      }
+      const long back = long(p.sizes[d] - 1);
+      c[d] = 0;
+      o.self -= back * self_stride;
+      o.index -= back * p.index_strides[d];
+      o.other -= back * p.other_strides[d];
+    }
+  }
+#else
   for (ulong e = gid; e < p.lines; e += threads) {
     const Offsets o = offsets_of(p, e, false);
     const long i = index[o.index];
     if (i < 0 || i >= p.bound) continue;
     out[o.other] = self[o.self + i * dim_stride];
   }
+#endif
 }
 
 template <typename M> inline bool is_nan_value(M v) { return false; }

@@ -128,20 +128,27 @@ void checkIndexValues(const at::Tensor& index, int64_t size, int64_t dim, IndexM
 }
 
 // The shape walk shared by gather and scatter: over `index`'s shape (0-dim as one
-// element), with each tensor's own strides.
+// element), with each tensor's own strides. The kernels' coordinate 0 varies fastest,
+// so it is the last dim: neighbouring threads (on a GPU) and a simulated thread's
+// consecutive elements touch neighbouring memory of contiguous tensors.
 IndexParams walkOver(const at::Tensor& index, int64_t dim, const at::Tensor& self, const at::Tensor& other) {
   IndexParams p;
   p.ndim = static_cast<uint32_t>(std::max<int64_t>(index.dim(), 1));
-  p.dim = static_cast<uint32_t>(index.dim() == 0 ? 0 : at::maybe_wrap_dim(dim, index.dim()));
-  for (uint32_t d = 0; d < p.ndim; ++d) {
-    p.sizes[d] = static_cast<uint64_t>(sizeOr1(index, d));
-    p.self_strides[d] = self.dim() == 0 ? 0 : self.stride(d);
-    p.index_strides[d] = strideOr0(index, d);
-    p.other_strides[d] = other.defined() && other.dim() > 0 ? other.stride(d) : 0;
+  const int64_t walk_dim = index.dim() == 0 ? 0 : at::maybe_wrap_dim(dim, index.dim());
+  p.dim = static_cast<uint32_t>(p.ndim - 1 - walk_dim);
+  for (uint32_t k = 0; k < p.ndim; ++k) {
+    const int64_t d = static_cast<int64_t>(p.ndim - 1 - k);
+    p.sizes[k] = static_cast<uint64_t>(sizeOr1(index, d));
+    p.self_strides[k] = self.dim() == 0 ? 0 : self.stride(d);
+    p.index_strides[k] = strideOr0(index, d);
+    p.other_strides[k] = other.defined() && other.dim() > 0 ? other.stride(d) : 0;
   }
-  p.bound = self.dim() == 0 ? 1 : self.size(p.dim);
+  p.bound = self.dim() == 0 ? 1 : self.size(walk_dim);
   return p;
 }
+
+// Elements per simulated gather thread.
+constexpr uint64_t kSimGatherRun = 64;
 
 void dispatch(KernelFamily& kernels, DType dtype, const at::Tensor& first, const at::Tensor& second,
               const at::Tensor& index, const IndexParams& p, uint64_t work, bool scatter,
@@ -149,7 +156,11 @@ void dispatch(KernelFamily& kernels, DType dtype, const at::Tensor& first, const
   if (work == 0) return;
   Stream& stream = currentStream(first.device().index());
   const rt::ComputePipelinePtr& pipeline = kernels.pipeline(stream, Variant::Plain, dtype);
-  const launch::Grid grid = launch::Grid::threads(std::min<uint64_t>(work, launch::kGridStrideThreads));
+  // A gather thread on the simulator takes a block of consecutive elements (see the
+  // kernel); a scatter thread walks whole lines already.
+  const uint64_t threads = !scatter && stream.device().info().is_simulated ? (work + kSimGatherRun - 1) / kSimGatherRun
+                                                                           : work;
+  const launch::Grid grid = launch::Grid::threads(std::min<uint64_t>(threads, launch::kGridStrideThreads));
   if (scatter) {  // the scatter kernel's counts (read by scatter_reduce's mean only)
     launch::encodeKernel(stream, pipeline, {&first, &second, &index, counts.defined() ? &counts : &first}, p, grid);
   } else {
@@ -211,7 +222,7 @@ void scatterInto(const at::Tensor& self, int64_t dim, const at::Tensor& index, c
     if (at::isFloatingType(self.scalar_type())) p.value_f = value->to<float>();
     else p.value_i = value->to<int64_t>();
   }
-  p.len = static_cast<uint64_t>(sizeOr1(idx, p.dim));
+  p.len = p.sizes[p.dim];
   p.lines = p.len == 0 ? 0 : static_cast<uint64_t>(idx.numel()) / p.len;
   at::Tensor counts;
   if (mode == kMean) counts = at::zeros_like(self, self.options().dtype(at::kInt));
@@ -575,17 +586,19 @@ std::optional<AdvancedPlan> planAdvanced(const at::Tensor& self_in, const c10::L
 }
 
 // The walk over (before, R, after): self's strides with 1 for R (offsets are in
-// elements), the offsets along R, `other`'s own strides.
+// elements), the offsets along R, `other`'s own strides; last dim first, as walkOver.
 IndexParams advancedWalk(const AdvancedPlan& plan, const at::Tensor& other) {
   IndexParams p;
   p.ndim = static_cast<uint32_t>(plan.walk_shape.size());
-  p.dim = static_cast<uint32_t>(plan.before);
-  for (uint32_t j = 0; j < p.ndim; ++j) {
-    p.sizes[j] = static_cast<uint64_t>(plan.walk_shape[j]);
+  const int64_t walk_dim = plan.before;
+  p.dim = static_cast<uint32_t>(p.ndim - 1 - walk_dim);
+  for (uint32_t k = 0; k < p.ndim; ++k) {
+    const int64_t j = static_cast<int64_t>(p.ndim - 1 - k);
+    p.sizes[k] = static_cast<uint64_t>(plan.walk_shape[j]);
     const int64_t d = j < plan.before ? j : plan.indexed_end + (j - plan.before - 1);
-    p.self_strides[j] = j == p.dim ? 1 : plan.self.stride(d);
-    p.index_strides[j] = j == p.dim ? 1 : 0;
-    p.other_strides[j] = other.stride(j);
+    p.self_strides[k] = j == walk_dim ? 1 : plan.self.stride(d);
+    p.index_strides[k] = j == walk_dim ? 1 : 0;
+    p.other_strides[k] = other.stride(j);
   }
   p.len = p.sizes[p.dim];
   return p;
