@@ -434,8 +434,10 @@ at::Tensor& vectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::Opt
 bool varInto(const at::Tensor& self, const std::vector<int64_t>& dims, double correction, bool std_dev,
              const at::Tensor& out, const at::Tensor* mean) {
   // complex64 (a float result): CPU's variance of the real parts plus that of the
-  // imaginary parts, then the square root for std; var_mean's complex mean falls back.
-  if (self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kFloat && !mean) {
+  // imaginary parts, then the square root for std; var_mean's mean is the complex
+  // mean (mean's own kernel on the (real, imag) view).
+  if (self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kFloat &&
+      (!mean || mean->scalar_type() == at::kComplexFloat)) {
     const at::Tensor parts = at::view_as_real(self.resolve_conj());
     const at::Tensor imag_var = at::empty_like(out);
     if (!varInto(parts.select(-1, 0), dims, correction, false, out, nullptr) ||
@@ -443,6 +445,10 @@ bool varInto(const at::Tensor& self, const std::vector<int64_t>& dims, double co
       return false;
     const_cast<at::Tensor&>(out).add_(imag_var);
     if (std_dev) const_cast<at::Tensor&>(out).sqrt_();
+    if (mean) {
+      const std::array<float, 4> mean_scalars = {0, static_cast<float>(launch::reducedSize(self, dims)), 0, 0};
+      TORCH_INTERNAL_ASSERT(complexReduceInto(mean_op, self, dims, *mean, mean_scalars, at::kComplexFloat));
+    }
     return true;
   }
   if (!c10::isFloatingType(self.scalar_type()) || !launch::kernelDtype(self.scalar_type())) return false;
@@ -469,8 +475,8 @@ bool varInto(const at::Tensor& self, const std::vector<int64_t>& dims, double co
   std::tuple<at::Tensor, at::Tensor> ID##Mean(const at::Tensor& self, at::OptionalIntArrayRef dim,       \
                                               const std::optional<at::Scalar>& correction, bool keepdim) { \
     const auto dims = wrapDims(self, dim);                                                              \
-    at::Tensor out = at::empty(reducedShape(self, dims, keepdim), self.options());                      \
-    at::Tensor mean = at::empty_like(out);                                                              \
+    at::Tensor mean = at::empty(reducedShape(self, dims, keepdim), self.options());                     \
+    at::Tensor out = at::empty_like(mean, mean.options().dtype(c10::toRealValueType(self.scalar_type()))); \
     if (!varInto(self, dims, correction ? correction->toDouble() : 1.0, STD, out, &mean)) {             \
       torch::jit::Stack stack{self, boxed(dim), correction, keepdim};                                   \
       launch::runOutOnCpuFallback(                                                                      \

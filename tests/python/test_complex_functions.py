@@ -193,6 +193,21 @@ def test_var_std(op):
     assert_native()
 
 
+@pytest.mark.parametrize("op", ["var_mean", "std_mean"])
+def test_var_std_mean(op):
+    # A float variance (or deviation) and a complex64 mean, as CPU returns them.
+    fn = getattr(torch, op)
+    x = csample((6, 5, 7), 6)
+    for t in (x, x.transpose(0, 2), x[:, ::2], x.conj()):
+        d = t.to(DEV)
+        for args, kwargs in (((), {}), ((1,), {}), (((0, 2),), {"correction": 0, "keepdim": True})):
+            got, ref = fn(d, *args, **kwargs), fn(t, *args, **kwargs)
+            assert [g.dtype for g in got] == [r.dtype for r in ref] == [torch.float32, C64]
+            for g, r in zip(got, ref):
+                assert_same(g, r)
+    assert_native()
+
+
 # ---- lerp, addcmul, addcdiv ----
 
 
