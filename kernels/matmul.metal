@@ -44,25 +44,28 @@ struct MatmulParams {
 // Per target. Apple GPUs: K steps of 16, four SIMD groups per threadgroup, laid out
 // over the block as MM_SG_ROWS(BM, BN) x MM_SG_COLS(BM, BN) (64 x 64: 2 x 2 groups of
 // 32 x 32, 4 x 4 fragments each), with coalesced staging loads.
-// The simulator runs each SIMD-group matrix call once for the whole group (its lane 0),
-// and a K step's calls as one register-blocked loop (simdgroup_multiply_accumulate_panel),
-// so one SIMD group per block and long K steps pay off there: K steps of 64 (the 64 x 64
-// block's staged tiles then fill the 32 KB of threadgroup memory; fewer steps, fewer
-// barriers, each a round of fiber switches). The host dispatches MM_THREADS threads per
-// group by DeviceInfo::is_simulated (no [[max_total_threads_per_threadgroup]]: built-in
-// kernels accept 256).
+// The simulator: its lane 0 does the whole block alone (staging, the products as
+// register-blocked loops, the stores; see below), so K steps of 64 (the 64 x 64 block's
+// staged tiles then fill the 32 KB of threadgroup memory) and one thread per
+// threadgroup: the host dispatches MM_THREADS threads per group by
+// DeviceInfo::is_simulated (no [[max_total_threads_per_threadgroup]]: built-in kernels
+// accept 256). With the 32 lanes of a whole SIMD group, starting and switching the 31
+// idle lanes' fibers cost a third of a small block's time (bmm 64 x (128x64 @ 64x128)).
+// The kernel stays correct for 32 threads: lane 0 does the work, the others only
+// count the SIMD-group calls.
 #if defined(METALSIM_VECTOR_BYTES)
 #define MM_BK 64
-#define MM_THREADS 32
+#define MM_THREADS 1
 #define MM_SG_ROWS(BM, BN) 1
+#define MM_SG_COLS(BM, BN) 1
 #define MM_SKINNY_BN 64
 #else
 #define MM_BK 16
 #define MM_THREADS 128
 #define MM_SG_ROWS(BM, BN) ((BM) >= 4 * (BN) ? 4 : (BN) >= 4 * (BM) ? 1 : 2)
+#define MM_SG_COLS(BM, BN) (MM_THREADS / 32 / MM_SG_ROWS(BM, BN))
 #define MM_SKINNY_BN 128
 #endif
-#define MM_SG_COLS(BM, BN) (MM_THREADS / 32 / MM_SG_ROWS(BM, BN))
 #define MM_CHUNK_K 256  // K summed per partial sum (a multiple of MM_BK)
 
 // Copies rows x cols of a strided operand into a dense float tile (row stride `ld`),
@@ -252,13 +255,44 @@ METAL_FUNC void mm_block(thread simdgroup_float8x8 (&d)[TM][TN], const float* a,
     for (int v = 0; v < V; ++v) mm_put(d, r0 + r, c0 + v * MM_W, x[r][v]);
 }
 
+// The cache lines of the tiles the next K step will stage or read (rows x cols at (r0,
+// c0) of an operand): `lines` runs of `run` bytes, `step` bytes apart (its rows when
+// they are contiguous, else its columns). mm_panel prefetches them a share at a time
+// between its row blocks: issued all at once, a K step's 512 prefetches filled the
+// core's line-fill buffers and the loop stalled on them (a fifth of the kernel's time).
+struct MmPrefetch {
+  const char* base;
+  long step;
+  int lines, run;
+};
+template <typename T>
+METAL_FUNC MmPrefetch mm_prefetch_plan(const device T* src, long rs, long cs, long r0, long c0, long R, long C,
+                                       int rows, int cols) {
+  const bool along_rows = cs == 1;
+  // Outside the matrix, or neither dimension contiguous: nothing to gain.
+  if (r0 >= R || c0 >= C || (!along_rows && rs != 1)) return MmPrefetch{nullptr, 0, 0, 0};
+  const int nr = int(min(long(rows), R - r0)), nc = int(min(long(cols), C - c0));
+  const char* base = (const char*)(&src[0]) + (r0 * rs + c0 * cs) * long(sizeof(T));
+  return MmPrefetch{base, long(sizeof(T)) * (along_rows ? rs : cs), along_rows ? nr : nc,
+                    int(sizeof(T)) * (along_rows ? nc : nr)};
+}
+// Share `part` of `parts` of a plan's lines.
+METAL_FUNC void mm_prefetch_share(const MmPrefetch& f, int part, int parts) {
+  for (int l = f.lines * part / parts; l < f.lines * (part + 1) / parts; ++l)
+    for (int o = 0; o < f.run; o += 64) __builtin_prefetch(f.base + l * f.step + o);
+}
+
 // d (TM x TN fragments) += a (8 TM rows, row stride lda) @ b (k rows, row stride ldb),
 // k a multiple of 8; on lane 0 only (the caller's tid == 0: one SIMD group per block).
+// Between row blocks it prefetches the next K step's tiles (pa, pb).
 template <int TM, int TN>
 METAL_FUNC void mm_panel(thread simdgroup_float8x8 (&d)[TM][TN], const float* a, ulong lda, const float* b,
-                         ulong ldb, int k) {
+                         ulong ldb, int k, const thread MmPrefetch& pa, const thread MmPrefetch& pb) {
   static_assert((8 * TN) % MM_W == 0, "fragment columns must fill whole vectors");
+  constexpr int blocks = 8 * TM / MM_R;
   for (int r0 = 0; r0 < 8 * TM; r0 += MM_R) {
+    mm_prefetch_share(pa, r0 / MM_R, blocks);
+    mm_prefetch_share(pb, r0 / MM_R, blocks);
     int c0 = 0;
     for (; c0 + MM_V * MM_W <= 8 * TN; c0 += MM_V * MM_W) mm_block<MM_V>(d, a, lda, b, ldb, k, r0, c0);
 #if MM_V >= 4
@@ -302,21 +336,6 @@ METAL_FUNC void mm_store_all(thread simdgroup_float8x8 (&d)[TM][TN], float* out,
       for (int j = 0; j < TN; ++j) __builtin_memcpy(out + (i * 8 + r) * ld + j * 8, &d[i][j].e[r][0], 32);
 }
 
-// Prefetches the tile a K step will stage or read next (rows x cols at (r0, c0), inside
-// the matrix): its rows' cache lines when rows are contiguous, else its columns'.
-template <typename T>
-METAL_FUNC void mm_prefetch(const device T* src, long rs, long cs, long r0, long c0, long R, long C, int rows,
-                            int cols) {
-  if (r0 >= R || c0 >= C) return;
-  const int nr = int(min(long(rows), R - r0)), nc = int(min(long(cols), C - c0));
-  const char* base = (const char*)(&src[0]) + (r0 * rs + c0 * cs) * long(sizeof(T));
-  const bool along_rows = cs == 1;
-  const int lines = along_rows ? nr : nc, run = int(sizeof(T)) * (along_rows ? nc : nr);
-  const long step = long(sizeof(T)) * (along_rows ? rs : cs);
-  if (!along_rows && rs != 1) return;  // neither dimension contiguous: nothing to gain
-  for (int l = 0; l < lines; ++l)
-    for (int o = 0; o < run; o += 64) __builtin_prefetch(base + l * step + o);
-}
 #endif
 
 template <typename T, int BM, int BN>
@@ -401,14 +420,17 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         // the step's products (mm_panel), the same sums as the #else branch's loop.
         MM_ZERO(marker);
         if (tid == 0) {
-          if (k0 + MM_BK < p.K) {  // the next K step's tiles, while this one multiplies
+          // The next K step's tiles, fetched while this one multiplies.
+          MmPrefetch next_a{nullptr, 0, 0, 0}, next_b{nullptr, 0, 0, 0};
+          if (k0 + MM_BK < p.K) {
             const long kn = k0 + MM_BK;
-            mm_prefetch(a, p.a_rs, p.a_cs, m0, kn, p.M, p.K, BM, MM_BK);
-            mm_prefetch(bm, p.b_rs, p.b_cs, kn, n0, p.K, p.N, MM_BK, BN);
+            next_a = mm_prefetch_plan(a, p.a_rs, p.a_cs, m0, kn, p.M, p.K, BM, MM_BK);
+            next_b = mm_prefetch_plan(bm, p.b_rs, p.b_cs, kn, n0, p.K, p.N, MM_BK, BN);
           }
           const float* pa = a_in_place ? &fa[(m0 + sm) * p.a_rs + k0] : &As[sm * MM_BK];
           const float* pb = b_in_place ? &fb[k0 * p.b_rs + n0 + sn] : &Bs[sn];
-          mm_panel(part, pa, ulong(a_in_place ? p.a_rs : MM_BK), pb, ulong(b_in_place ? p.b_rs : BN), kl);
+          mm_panel(part, pa, ulong(a_in_place ? p.a_rs : MM_BK), pb, ulong(b_in_place ? p.b_rs : BN), kl, next_a,
+                   next_b);
         }
 #else
         stage_tile(As, MM_BK, a, p.a_rs, p.a_cs, m0, k0, p.M, p.K, BM, MM_BK, tid);
@@ -478,9 +500,9 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   const device T* s = S + batch * p.s_bs;
   const int rows = int(min(long(BM), p.M - m0)), cols = int(min(long(BN), p.N - n0));
 #if defined(METALSIM_VECTOR_BYTES)
-  // The simulator: whole rows per thread, so that the common cases (C with unit column
+  // The simulator: lane 0 writes whole rows, so that the common cases (C with unit column
   // stride, no bias or a bias with unit column stride) are loops that vectorise.
-  for (int r = int(tid); r < rows; r += MM_THREADS) {
+  for (int r = 0; tid == 0 && r < rows; ++r) {
     const threadgroup float* sr = smem + r * BN;
     device T* cr = c + (m0 + r) * p.c_rs + n0 * p.c_cs;
     const device T* br = s + (m0 + r) * p.s_rs + n0 * p.s_cs;
