@@ -228,14 +228,25 @@ METAL_FUNC void mm_put(thread simdgroup_float8x8 (&d)[TM][TN], int row, int col,
 #endif
 }
 
+// Where a K step's sums start and end: `fresh`, from zero (the first step of a sum:
+// the accumulators start as zero registers, the same values as zeroed fragments, and
+// the fragments need no zeroing pass); `out`, when not null, is a dense block of rows
+// `ldo` apart that takes the finished sums straight from the registers (the last step
+// of a plain product), instead of the fragments and a copying pass after.
+struct MmEnds {
+  bool fresh;
+  device float* out;
+  long ldo;
+};
+
 template <int V, int TM, int TN>
 METAL_FUNC void mm_block(thread simdgroup_float8x8 (&d)[TM][TN], const float* a, ulong lda, const float* b,
-                         ulong ldb, int k, int r0, int c0) {
+                         ulong ldb, int k, int r0, int c0, MmEnds ends) {
   mm_vec x[MM_R][V];
 #pragma GCC unroll 4
   for (int r = 0; r < MM_R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) x[r][v] = mm_get(d, r0 + r, c0 + v * MM_W);
+    for (int v = 0; v < V; ++v) x[r][v] = ends.fresh ? mm_vec{} : mm_get(d, r0 + r, c0 + v * MM_W);
   const float* ar = a + r0 * lda;
   const float* br = b + c0;
   for (int kk = 0; kk < k; ++kk, br += ldb, ++ar) {
@@ -248,6 +259,13 @@ METAL_FUNC void mm_block(thread simdgroup_float8x8 (&d)[TM][TN], const float* a,
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) x[r][v] += s * bv[v];
     }
+  }
+  if (ends.out != nullptr) {
+#pragma GCC unroll 4
+    for (int r = 0; r < MM_R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) __builtin_memcpy(ends.out + (r0 + r) * ends.ldo + c0 + v * MM_W, &x[r][v], sizeof x[r][v]);
+    return;
   }
 #pragma GCC unroll 4
   for (int r = 0; r < MM_R; ++r)
@@ -287,18 +305,18 @@ METAL_FUNC void mm_prefetch_share(const MmPrefetch& f, int part, int parts) {
 // Between row blocks it prefetches the next K step's tiles (pa, pb).
 template <int TM, int TN>
 METAL_FUNC void mm_panel(thread simdgroup_float8x8 (&d)[TM][TN], const float* a, ulong lda, const float* b,
-                         ulong ldb, int k, const thread MmPrefetch& pa, const thread MmPrefetch& pb) {
+                         ulong ldb, int k, const thread MmPrefetch& pa, const thread MmPrefetch& pb, MmEnds ends) {
   static_assert((8 * TN) % MM_W == 0, "fragment columns must fill whole vectors");
   constexpr int blocks = 8 * TM / MM_R;
   for (int r0 = 0; r0 < 8 * TM; r0 += MM_R) {
     mm_prefetch_share(pa, r0 / MM_R, blocks);
     mm_prefetch_share(pb, r0 / MM_R, blocks);
     int c0 = 0;
-    for (; c0 + MM_V * MM_W <= 8 * TN; c0 += MM_V * MM_W) mm_block<MM_V>(d, a, lda, b, ldb, k, r0, c0);
+    for (; c0 + MM_V * MM_W <= 8 * TN; c0 += MM_V * MM_W) mm_block<MM_V>(d, a, lda, b, ldb, k, r0, c0, ends);
 #if MM_V >= 4
-    if (c0 + 2 * MM_W <= 8 * TN) mm_block<2>(d, a, lda, b, ldb, k, r0, c0), c0 += 2 * MM_W;
+    if (c0 + 2 * MM_W <= 8 * TN) mm_block<2>(d, a, lda, b, ldb, k, r0, c0, ends), c0 += 2 * MM_W;
 #endif
-    if (c0 + MM_W <= 8 * TN) mm_block<1>(d, a, lda, b, ldb, k, r0, c0);
+    if (c0 + MM_W <= 8 * TN) mm_block<1>(d, a, lda, b, ldb, k, r0, c0, ends);
   }
 }
 
@@ -315,12 +333,30 @@ METAL_FUNC void mm_zero_all(thread simdgroup_float8x8 (&d)[TM][TN]) {
 // acc = I * part + acc per fragment, the arithmetic of simdgroup_multiply_accumulate
 // with the identity (the prelude's mma8_f32: rows as vectors, products in the order of
 // k), so the chunked sums round as the #else branch's do (I * inf is NaN there too).
+// A fragment whose elements are all finite adds as acc + part per element, one rounding
+// (the identity's zero terms add exact zeros, and acc, starting from +0, is never -0, so
+// they change nothing): a plain vector add. Otherwise (inf or NaN, which the zero terms
+// turn into NaN in other rows) the identity product itself.
 template <int TM, int TN>
 METAL_FUNC void mm_add_all(thread simdgroup_float8x8 (&acc)[TM][TN], thread simdgroup_float8x8 (&part)[TM][TN]) {
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) {
-      mm_v8 brow[8];
-      for (int k = 0; k < 8; ++k) __builtin_memcpy(&brow[k], &part[i][j].e[k][0], 32);
+      mm_v8 brow[8], nonfinite = {};
+      for (int k = 0; k < 8; ++k) {
+        __builtin_memcpy(&brow[k], &part[i][j].e[k][0], 32);
+        nonfinite += brow[k] - brow[k];  // 0 where finite, NaN from inf or NaN
+      }
+      bool finite = true;
+      for (int c = 0; c < 8; ++c) finite = finite && nonfinite[c] == 0.0f;
+      if (finite) {
+        for (int r = 0; r < 8; ++r) {
+          mm_v8 row;
+          __builtin_memcpy(&row, &acc[i][j].e[r][0], 32);
+          row += brow[r];
+          __builtin_memcpy(&acc[i][j].e[r][0], &row, 32);
+        }
+        continue;
+      }
       for (int r = 0; r < 8; ++r) {
         mm_v8 row;
         __builtin_memcpy(&row, &acc[i][j].e[r][0], 32);
@@ -378,10 +414,22 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // and `acc` is never used.
   const bool single_chunk = p.reduce_batches == 1 && p.K <= MM_CHUNK_K;
 #if defined(METALSIM_VECTOR_BYTES)
+  // `part` starts each sum from zero registers (MmEnds::fresh); it is zeroed only when
+  // no product runs (alpha == 0), as the epilogue then reads it.
+  bool part_fresh = true;
+  // A plain product (alpha 1, no bias, a whole block of a float C with unit column
+  // stride): the sums go straight to C (as simdgroup_store to device memory, which Metal
+  // allows), without the barrier and the second pass of the epilogue below; for a
+  // single chunk from the registers of the last K step.
+  device float* fc = float_result(C);
+  const bool plain_store = fc != nullptr && p.alpha == 1.0f && p.beta == 0.0f && p.round_terms == 0 &&
+                           p.c_cs == 1 && m0 + BM <= p.M && n0 + BN <= p.N;
+  device float* cb =
+      plain_store ? &fc[(p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn] : nullptr;
   MM_ZERO(marker);
   if (tid == 0) {
     if (!single_chunk) mm_zero_all(acc);
-    mm_zero_all(part);
+    if (p.alpha == 0.0f) mm_zero_all(part);
   }
 #else
   for (int i = 0; i < TM; ++i)
@@ -429,9 +477,11 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
           }
           const float* pa = a_in_place ? &fa[(m0 + sm) * p.a_rs + k0] : &As[sm * MM_BK];
           const float* pb = b_in_place ? &fb[k0 * p.b_rs + n0 + sn] : &Bs[sn];
+          const bool last = single_chunk && plain_store && k0 + MM_BK >= p.K;
           mm_panel(part, pa, ulong(a_in_place ? p.a_rs : MM_BK), pb, ulong(b_in_place ? p.b_rs : BN), kl, next_a,
-                   next_b);
+                   next_b, MmEnds{part_fresh, last ? cb : nullptr, p.c_rs});
         }
+        part_fresh = false;
 #else
         stage_tile(As, MM_BK, a, p.a_rs, p.a_cs, m0, k0, p.M, p.K, BM, MM_BK, tid);
         stage_tile(Bs, BN, bm, p.b_rs, p.b_cs, k0, n0, p.K, p.N, MM_BK, BN, tid);
@@ -450,8 +500,8 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
           MM_ZERO(marker);
           if (tid == 0) {
             mm_add_all(acc, part);
-            mm_zero_all(part);
           }
+          part_fresh = true;
 #else
           for (int i = 0; i < TM; ++i)
             for (int j = 0; j < TN; ++j) {
@@ -465,18 +515,9 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   }
 
 #if defined(METALSIM_VECTOR_BYTES)
-  // A plain product (alpha 1, no bias, a whole block of a float C with unit column
-  // stride): the fragments are stored straight to C (simdgroup_store to device memory,
-  // as Metal allows), without the barrier and the second pass below.
-  device float* fc = float_result(C);
-  if (fc != nullptr && p.alpha == 1.0f && p.beta == 0.0f && p.round_terms == 0 && p.c_cs == 1 &&
-      m0 + BM <= p.M && n0 + BN <= p.N) {
+  if (plain_store) {  // a single chunk's sums are in C already (the last K step)
     MM_ZERO(marker);
-    if (tid == 0) {
-      float* cb = &fc[(p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn];
-      if (single_chunk) mm_store_all(part, cb, p.c_rs);
-      else mm_store_all(acc, cb, p.c_rs);
-    }
+    if (tid == 0 && !single_chunk) mm_store_all(acc, cb, p.c_rs);
     return;
   }
 #endif
