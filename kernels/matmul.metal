@@ -235,7 +235,7 @@ METAL_FUNC void mm_put(thread simdgroup_float8x8 (&d)[TM][TN], int row, int col,
 // of a plain product), instead of the fragments and a copying pass after.
 struct MmEnds {
   bool fresh;
-  device float* out;
+  float* out;
   long ldo;
 };
 
@@ -434,6 +434,11 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
                            p.c_cs == 1 && m0 + BM <= p.M && n0 + BN <= p.N;
   device float* cb =
       plain_store ? &fc[(p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn] : nullptr;
+  // Otherwise a single chunk's last K step puts its sums into the epilogue's block of
+  // threadgroup memory when A is read in place (the step then reads only the staged B,
+  // which lies beyond that block: MM_BK >= BN), rather than into the fragments and a
+  // copying pass after.
+  bool part_in_smem = false;
   MM_ZERO(marker);
   if (tid == 0) {
     if (!single_chunk) mm_zero_all(acc);
@@ -487,9 +492,14 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
           }
           const float* pa = a_in_place ? &fa[(m0 + sm) * p.a_rs + k0] : &As[sm * MM_BK];
           const float* pb = b_in_place ? &fb[k0 * p.b_rs + n0 + sn] : &Bs[sn];
-          const bool last = single_chunk && plain_store && k0 + MM_BK >= p.K;
+          const bool last = single_chunk && k0 + MM_BK >= p.K;
+          static_assert(MM_BK >= BN, "the staged B must lie beyond the epilogue's block");
+          part_in_smem = last && !plain_store && a_in_place;
+          float* out = nullptr;
+          if (last && plain_store) out = cb;
+          else if (part_in_smem) out = &smem[sm * BN + sn];
           mm_panel(part, pa, ulong(a_in_place ? p.a_rs : MM_BK), pb, ulong(b_in_place ? p.b_rs : BN), kl, next_a,
-                   next_b, MmEnds{part_fresh, last ? cb : nullptr, p.c_rs});
+                   next_b, MmEnds{part_fresh, out, plain_store ? p.c_rs : BN});
         }
         part_fresh = false;
 #else
@@ -535,8 +545,8 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
 #if defined(METALSIM_VECTOR_BYTES)
   MM_ZERO(marker);
   if (tid == 0) {
-    if (single_chunk) mm_store_all(part, &smem[sm * BN + sn], BN);
-    else mm_store_all(acc, &smem[sm * BN + sn], BN);
+    if (!single_chunk) mm_store_all(acc, &smem[sm * BN + sn], BN);
+    else if (!part_in_smem) mm_store_all(part, &smem[sm * BN + sn], BN);
   }
 #else
   for (int i = 0; i < TM; ++i)
