@@ -402,9 +402,9 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // CPU BLAS's blocked sums are. Matrices add through a multiply by the identity (MSL has
   // no matrix add); one per chunk costs 8 / MM_CHUNK_K of the multiplies.
 #if defined(METALSIM_VECTOR_BYTES)
-  // Only lane 0 uses the accumulators (it does every fragment operation below, the other
-  // lanes count one call per pass on `marker`): left unconstructed, the other 31 lanes
-  // no longer write 128 matrix objects (33 KB) of their fiber stacks per block.
+  // Only lane 0 uses the accumulators (it does every fragment operation below; other
+  // lanes, when a group has them, count one call per pass on `marker`): left
+  // unconstructed, they cost other lanes no writes of their fiber stacks.
   union Frags {
     simdgroup_float8x8 m[TM][TN];
     Frags() {}
@@ -463,7 +463,7 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         const int kl = p.K - k0 < MM_BK ? int((p.K - k0 + 7) / 8 * 8) : MM_BK;
 #if defined(METALSIM_VECTOR_BYTES)
         // Lane 0 stages what is not read in place and runs the whole K step: no other
-        // thread touches the tiles, so no barriers (each a round of 32 fiber switches).
+        // thread touches the tiles, so no barriers.
         // B is read in place only by blocks of few rows: a 64-row block reads each row of
         // a K step 16 times, faster from a packed tile that stays in L1 (rows of a B with
         // a power-of-two row stride, 1024 or 2048 floats, all map to the same L1 sets).
