@@ -82,27 +82,27 @@ struct MatmulParams {
 typedef float mm_v8 __attribute__((vector_size(32), aligned(4)));
 typedef int mm_i8 __attribute__((vector_size(32)));
 
-// out[i][j] = in[j][i] for an 8x8 block: in[j] is column j of the tile (8 rows, contiguous
-// in the operand), out rows go to the tile `ld` apart.
-METAL_FUNC void transpose8(threadgroup float* out, int ld, const mm_v8 (&v)[8]) {
+typedef float mm_v4 __attribute__((vector_size(16), aligned(4)));
+
+// out[i][j] = in[j][i] for an 8x8 block, given as w[j] = (column j, rows 0-3; column
+// j + 4, rows 0-3) for j < 4 and w[4 + j] = the same for rows 4-7 (column j of the tile
+// is 8 rows, contiguous in the operand); out rows go to the tile `ld` apart. Laid out so,
+// the two 4-row halves of a column are two 16-byte loads into the halves of a register
+// (the loads do the transpose's lane-crossing step), and two in-lane shuffle steps
+// (16 shuffles, not 24) finish it.
+METAL_FUNC void transpose8(threadgroup float* out, int ld, const mm_v8 (&w)[8]) {
   const mm_i8 lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
   const mm_i8 lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
-  const mm_i8 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
-  mm_v8 t[8], u[8];
-  for (int q = 0; q < 4; ++q) {  // pairs of columns interleaved
-    t[2 * q] = __builtin_shuffle(v[2 * q], v[2 * q + 1], lo);
-    t[2 * q + 1] = __builtin_shuffle(v[2 * q], v[2 * q + 1], hi);
-  }
-  for (int h = 0; h < 2; ++h) {  // quads of columns: rows r and r + 4 of columns 4h..4h+3
-    u[4 * h + 0] = __builtin_shuffle(t[4 * h + 0], t[4 * h + 2], lo2);
-    u[4 * h + 1] = __builtin_shuffle(t[4 * h + 0], t[4 * h + 2], hi2);
-    u[4 * h + 2] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], lo2);
-    u[4 * h + 3] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], hi2);
-  }
-  for (int r = 0; r < 4; ++r) {
-    const mm_v8 a = __builtin_shuffle(u[r], u[4 + r], lo4), b = __builtin_shuffle(u[r], u[4 + r], hi4);
-    __builtin_memcpy(out + r * ld, &a, sizeof a);
-    __builtin_memcpy(out + (r + 4) * ld, &b, sizeof b);
+  for (int h = 0; h < 2; ++h) {  // rows 4h..4h+3 of the tile
+    const mm_v8 s0 = __builtin_shuffle(w[4 * h], w[4 * h + 1], lo), s1 = __builtin_shuffle(w[4 * h], w[4 * h + 1], hi);
+    const mm_v8 s2 = __builtin_shuffle(w[4 * h + 2], w[4 * h + 3], lo);
+    const mm_v8 s3 = __builtin_shuffle(w[4 * h + 2], w[4 * h + 3], hi);
+    const mm_v8 r0 = __builtin_shuffle(s0, s2, lo2), r1 = __builtin_shuffle(s0, s2, hi2);
+    const mm_v8 r2 = __builtin_shuffle(s1, s3, lo2), r3 = __builtin_shuffle(s1, s3, hi2);
+    __builtin_memcpy(out + (4 * h + 0) * ld, &r0, sizeof r0);
+    __builtin_memcpy(out + (4 * h + 1) * ld, &r1, sizeof r1);
+    __builtin_memcpy(out + (4 * h + 2) * ld, &r2, sizeof r2);
+    __builtin_memcpy(out + (4 * h + 3) * ld, &r3, sizeof r3);
   }
 }
 #endif
@@ -134,15 +134,20 @@ METAL_FUNC void stage_tile(threadgroup float* tile, int ld, const device T* src,
       int r = 0;
       if (n == 8) {
         for (; r + 8 <= nr; r += 8) {
-          mm_v8 v[8];
-          for (int j = 0; j < 8; ++j) {
-            if constexpr (sizeof(T) == sizeof(float)) {
-              __builtin_memcpy(&v[j], static_cast<const device float*>(in + r + j * cs), sizeof v[j]);
-            } else {
-              for (int i = 0; i < 8; ++i) v[j][i] = float(in[r + i + j * cs]);
+          mm_v8 w[8];  // transpose8's layout: halves of columns j and j + 4
+          for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 4; ++j) {
+              mm_v4 x, y;
+              if constexpr (sizeof(T) == sizeof(float)) {
+                __builtin_memcpy(&x, static_cast<const device float*>(in + r + 4 * h + j * cs), sizeof x);
+                __builtin_memcpy(&y, static_cast<const device float*>(in + r + 4 * h + (j + 4) * cs), sizeof y);
+              } else {
+                for (int i = 0; i < 4; ++i) x[i] = float(in[r + 4 * h + i + j * cs]);
+                for (int i = 0; i < 4; ++i) y[i] = float(in[r + 4 * h + i + (j + 4) * cs]);
+              }
+              w[4 * h + j] = __builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7);
             }
-          }
-          transpose8(tile + r * ld + c8, ld, v);
+          transpose8(tile + r * ld + c8, ld, w);
         }
       }
       for (; r < rows; ++r) {
