@@ -44,25 +44,28 @@ struct MatmulParams {
 // Per target. Apple GPUs: K steps of 16, four SIMD groups per threadgroup, laid out
 // over the block as MM_SG_ROWS(BM, BN) x MM_SG_COLS(BM, BN) (64 x 64: 2 x 2 groups of
 // 32 x 32, 4 x 4 fragments each), with coalesced staging loads.
-// The simulator runs each SIMD-group matrix call once for the whole group (its lane 0),
-// and a K step's calls as one register-blocked loop (simdgroup_multiply_accumulate_panel),
-// so one SIMD group per block and long K steps pay off there: K steps of 64 (the 64 x 64
-// block's staged tiles then fill the 32 KB of threadgroup memory; fewer steps, fewer
-// barriers, each a round of fiber switches). The host dispatches MM_THREADS threads per
-// group by DeviceInfo::is_simulated (no [[max_total_threads_per_threadgroup]]: built-in
-// kernels accept 256).
+// The simulator: its lane 0 does the whole block alone (staging, the products as
+// register-blocked loops, the stores; see below), so K steps of 64 (the 64 x 64 block's
+// staged tiles then fill the 32 KB of threadgroup memory) and one thread per
+// threadgroup: the host dispatches MM_THREADS threads per group by
+// DeviceInfo::is_simulated (no [[max_total_threads_per_threadgroup]]: built-in kernels
+// accept 256). With the 32 lanes of a whole SIMD group, starting and switching the 31
+// idle lanes' fibers cost a third of a small block's time (bmm 64 x (128x64 @ 64x128)).
+// The kernel stays correct for 32 threads: lane 0 does the work, the others only
+// count the SIMD-group calls.
 #if defined(METALSIM_VECTOR_BYTES)
 #define MM_BK 64
-#define MM_THREADS 32
+#define MM_THREADS 1
 #define MM_SG_ROWS(BM, BN) 1
+#define MM_SG_COLS(BM, BN) 1
 #define MM_SKINNY_BN 64
 #else
 #define MM_BK 16
 #define MM_THREADS 128
 #define MM_SG_ROWS(BM, BN) ((BM) >= 4 * (BN) ? 4 : (BN) >= 4 * (BM) ? 1 : 2)
+#define MM_SG_COLS(BM, BN) (MM_THREADS / 32 / MM_SG_ROWS(BM, BN))
 #define MM_SKINNY_BN 128
 #endif
-#define MM_SG_COLS(BM, BN) (MM_THREADS / 32 / MM_SG_ROWS(BM, BN))
 #define MM_CHUNK_K 256  // K summed per partial sum (a multiple of MM_BK)
 
 // Copies rows x cols of a strided operand into a dense float tile (row stride `ld`),
@@ -79,27 +82,27 @@ struct MatmulParams {
 typedef float mm_v8 __attribute__((vector_size(32), aligned(4)));
 typedef int mm_i8 __attribute__((vector_size(32)));
 
-// out[i][j] = in[j][i] for an 8x8 block: in[j] is column j of the tile (8 rows, contiguous
-// in the operand), out rows go to the tile `ld` apart.
-METAL_FUNC void transpose8(threadgroup float* out, int ld, const mm_v8 (&v)[8]) {
+typedef float mm_v4 __attribute__((vector_size(16), aligned(4)));
+
+// out[i][j] = in[j][i] for an 8x8 block, given as w[j] = (column j, rows 0-3; column
+// j + 4, rows 0-3) for j < 4 and w[4 + j] = the same for rows 4-7 (column j of the tile
+// is 8 rows, contiguous in the operand); out rows go to the tile `ld` apart. Laid out so,
+// the two 4-row halves of a column are two 16-byte loads into the halves of a register
+// (the loads do the transpose's lane-crossing step), and two in-lane shuffle steps
+// (16 shuffles, not 24) finish it.
+METAL_FUNC void transpose8(threadgroup float* out, int ld, const mm_v8 (&w)[8]) {
   const mm_i8 lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
   const mm_i8 lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
-  const mm_i8 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
-  mm_v8 t[8], u[8];
-  for (int q = 0; q < 4; ++q) {  // pairs of columns interleaved
-    t[2 * q] = __builtin_shuffle(v[2 * q], v[2 * q + 1], lo);
-    t[2 * q + 1] = __builtin_shuffle(v[2 * q], v[2 * q + 1], hi);
-  }
-  for (int h = 0; h < 2; ++h) {  // quads of columns: rows r and r + 4 of columns 4h..4h+3
-    u[4 * h + 0] = __builtin_shuffle(t[4 * h + 0], t[4 * h + 2], lo2);
-    u[4 * h + 1] = __builtin_shuffle(t[4 * h + 0], t[4 * h + 2], hi2);
-    u[4 * h + 2] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], lo2);
-    u[4 * h + 3] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], hi2);
-  }
-  for (int r = 0; r < 4; ++r) {
-    const mm_v8 a = __builtin_shuffle(u[r], u[4 + r], lo4), b = __builtin_shuffle(u[r], u[4 + r], hi4);
-    __builtin_memcpy(out + r * ld, &a, sizeof a);
-    __builtin_memcpy(out + (r + 4) * ld, &b, sizeof b);
+  for (int h = 0; h < 2; ++h) {  // rows 4h..4h+3 of the tile
+    const mm_v8 s0 = __builtin_shuffle(w[4 * h], w[4 * h + 1], lo), s1 = __builtin_shuffle(w[4 * h], w[4 * h + 1], hi);
+    const mm_v8 s2 = __builtin_shuffle(w[4 * h + 2], w[4 * h + 3], lo);
+    const mm_v8 s3 = __builtin_shuffle(w[4 * h + 2], w[4 * h + 3], hi);
+    const mm_v8 r0 = __builtin_shuffle(s0, s2, lo2), r1 = __builtin_shuffle(s0, s2, hi2);
+    const mm_v8 r2 = __builtin_shuffle(s1, s3, lo2), r3 = __builtin_shuffle(s1, s3, hi2);
+    __builtin_memcpy(out + (4 * h + 0) * ld, &r0, sizeof r0);
+    __builtin_memcpy(out + (4 * h + 1) * ld, &r1, sizeof r1);
+    __builtin_memcpy(out + (4 * h + 2) * ld, &r2, sizeof r2);
+    __builtin_memcpy(out + (4 * h + 3) * ld, &r3, sizeof r3);
   }
 }
 #endif
@@ -131,15 +134,20 @@ METAL_FUNC void stage_tile(threadgroup float* tile, int ld, const device T* src,
       int r = 0;
       if (n == 8) {
         for (; r + 8 <= nr; r += 8) {
-          mm_v8 v[8];
-          for (int j = 0; j < 8; ++j) {
-            if constexpr (sizeof(T) == sizeof(float)) {
-              __builtin_memcpy(&v[j], static_cast<const device float*>(in + r + j * cs), sizeof v[j]);
-            } else {
-              for (int i = 0; i < 8; ++i) v[j][i] = float(in[r + i + j * cs]);
+          mm_v8 w[8];  // transpose8's layout: halves of columns j and j + 4
+          for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 4; ++j) {
+              mm_v4 x, y;
+              if constexpr (sizeof(T) == sizeof(float)) {
+                __builtin_memcpy(&x, static_cast<const device float*>(in + r + 4 * h + j * cs), sizeof x);
+                __builtin_memcpy(&y, static_cast<const device float*>(in + r + 4 * h + (j + 4) * cs), sizeof y);
+              } else {
+                for (int i = 0; i < 4; ++i) x[i] = float(in[r + 4 * h + i + j * cs]);
+                for (int i = 0; i < 4; ++i) y[i] = float(in[r + 4 * h + i + (j + 4) * cs]);
+              }
+              w[4 * h + j] = __builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7);
             }
-          }
-          transpose8(tile + r * ld + c8, ld, v);
+          transpose8(tile + r * ld + c8, ld, w);
         }
       }
       for (; r < rows; ++r) {
@@ -225,46 +233,103 @@ METAL_FUNC void mm_put(thread simdgroup_float8x8 (&d)[TM][TN], int row, int col,
 #endif
 }
 
-template <int V, int TM, int TN>
+// Where a K step's sums start and end: `fresh`, from zero (the first step of a sum:
+// the accumulators start as zero registers, the same values as zeroed fragments, and
+// the fragments need no zeroing pass); `out`, when not null, is a dense block of rows
+// `ldo` apart that takes the finished sums straight from the registers (the last step
+// of a plain product), instead of the fragments and a copying pass after.
+struct MmEnds {
+  bool fresh;
+  float* out;
+  long ldo;
+};
+
+template <int R, int V, int TM, int TN>
 METAL_FUNC void mm_block(thread simdgroup_float8x8 (&d)[TM][TN], const float* a, ulong lda, const float* b,
-                         ulong ldb, int k, int r0, int c0) {
-  mm_vec x[MM_R][V];
+                         ulong ldb, int k, int r0, int c0, MmEnds ends) {
+  mm_vec x[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-  for (int r = 0; r < MM_R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) x[r][v] = mm_get(d, r0 + r, c0 + v * MM_W);
+    for (int v = 0; v < V; ++v) x[r][v] = ends.fresh ? mm_vec{} : mm_get(d, r0 + r, c0 + v * MM_W);
   const float* ar = a + r0 * lda;
   const float* br = b + c0;
   for (int kk = 0; kk < k; ++kk, br += ldb, ++ar) {
     mm_vec bv[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) __builtin_memcpy(&bv[v], br + v * MM_W, sizeof bv[v]);
-#pragma GCC unroll 4
-    for (int r = 0; r < MM_R; ++r) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
       const float s = ar[r * lda];
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) x[r][v] += s * bv[v];
     }
   }
+  if (ends.out != nullptr) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-  for (int r = 0; r < MM_R; ++r)
+      for (int v = 0; v < V; ++v) __builtin_memcpy(ends.out + (r0 + r) * ends.ldo + c0 + v * MM_W, &x[r][v], sizeof x[r][v]);
+    return;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) mm_put(d, r0 + r, c0 + v * MM_W, x[r][v]);
 }
 
+// The cache lines of the tiles the next K step will stage or read (rows x cols at (r0,
+// c0) of an operand): `lines` runs of `run` bytes, `step` bytes apart (its rows when
+// they are contiguous, else its columns). mm_panel prefetches them a share at a time
+// between its row blocks: issued all at once, a K step's 512 prefetches filled the
+// core's line-fill buffers and the loop stalled on them (a fifth of the kernel's time).
+struct MmPrefetch {
+  const char* base;
+  long step;
+  int lines, run;
+};
+template <typename T>
+METAL_FUNC MmPrefetch mm_prefetch_plan(const device T* src, long rs, long cs, long r0, long c0, long R, long C,
+                                       int rows, int cols) {
+  const bool along_rows = cs == 1;
+  // Outside the matrix, or neither dimension contiguous: nothing to gain.
+  if (r0 >= R || c0 >= C || (!along_rows && rs != 1)) return MmPrefetch{nullptr, 0, 0, 0};
+  const int nr = int(min(long(rows), R - r0)), nc = int(min(long(cols), C - c0));
+  const char* base = (const char*)(&src[0]) + (r0 * rs + c0 * cs) * long(sizeof(T));
+  return MmPrefetch{base, long(sizeof(T)) * (along_rows ? rs : cs), along_rows ? nr : nc,
+                    int(sizeof(T)) * (along_rows ? nc : nr)};
+}
+// Share `part` of `parts` of a plan's lines.
+METAL_FUNC void mm_prefetch_share(const MmPrefetch& f, int part, int parts) {
+  for (int l = f.lines * part / parts; l < f.lines * (part + 1) / parts; ++l)
+    for (int o = 0; o < f.run; o += 64) __builtin_prefetch(f.base + l * f.step + o);
+}
+
 // d (TM x TN fragments) += a (8 TM rows, row stride lda) @ b (k rows, row stride ldb),
 // k a multiple of 8; on lane 0 only (the caller's tid == 0: one SIMD group per block).
+// Between row blocks it prefetches the next K step's tiles (pa, pb).
 template <int TM, int TN>
 METAL_FUNC void mm_panel(thread simdgroup_float8x8 (&d)[TM][TN], const float* a, ulong lda, const float* b,
-                         ulong ldb, int k) {
+                         ulong ldb, int k, const thread MmPrefetch& pa, const thread MmPrefetch& pb, MmEnds ends) {
   static_assert((8 * TN) % MM_W == 0, "fragment columns must fill whole vectors");
-  for (int r0 = 0; r0 < 8 * TM; r0 += MM_R) {
-    int c0 = 0;
-    for (; c0 + MM_V * MM_W <= 8 * TN; c0 += MM_V * MM_W) mm_block<MM_V>(d, a, lda, b, ldb, k, r0, c0);
+  // A block row narrower than MM_V vectors (64 x 32 on AVX-512: two) takes twice the
+  // rows per register block instead, so that as many accumulators are in flight.
+  constexpr bool tall = 8 * TN == 2 * MM_W && MM_V == 4 && (8 * TM) % (2 * MM_R) == 0;
+  constexpr int R = tall ? 2 * MM_R : MM_R;
+  constexpr int blocks = 8 * TM / R;
+  for (int r0 = 0; r0 < 8 * TM; r0 += R) {
+    mm_prefetch_share(pa, r0 / R, blocks);
+    mm_prefetch_share(pb, r0 / R, blocks);
+    if constexpr (tall) {
+      mm_block<R, 2>(d, a, lda, b, ldb, k, r0, 0, ends);
+    } else {
+      int c0 = 0;
+      for (; c0 + MM_V * MM_W <= 8 * TN; c0 += MM_V * MM_W) mm_block<R, MM_V>(d, a, lda, b, ldb, k, r0, c0, ends);
 #if MM_V >= 4
-    if (c0 + 2 * MM_W <= 8 * TN) mm_block<2>(d, a, lda, b, ldb, k, r0, c0), c0 += 2 * MM_W;
+      if (c0 + 2 * MM_W <= 8 * TN) mm_block<R, 2>(d, a, lda, b, ldb, k, r0, c0, ends), c0 += 2 * MM_W;
 #endif
-    if (c0 + MM_W <= 8 * TN) mm_block<1>(d, a, lda, b, ldb, k, r0, c0);
+      if (c0 + MM_W <= 8 * TN) mm_block<R, 1>(d, a, lda, b, ldb, k, r0, c0, ends);
+    }
   }
 }
 
@@ -281,12 +346,30 @@ METAL_FUNC void mm_zero_all(thread simdgroup_float8x8 (&d)[TM][TN]) {
 // acc = I * part + acc per fragment, the arithmetic of simdgroup_multiply_accumulate
 // with the identity (the prelude's mma8_f32: rows as vectors, products in the order of
 // k), so the chunked sums round as the #else branch's do (I * inf is NaN there too).
+// A fragment whose elements are all finite adds as acc + part per element, one rounding
+// (the identity's zero terms add exact zeros, and acc, starting from +0, is never -0, so
+// they change nothing): a plain vector add. Otherwise (inf or NaN, which the zero terms
+// turn into NaN in other rows) the identity product itself.
 template <int TM, int TN>
 METAL_FUNC void mm_add_all(thread simdgroup_float8x8 (&acc)[TM][TN], thread simdgroup_float8x8 (&part)[TM][TN]) {
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) {
-      mm_v8 brow[8];
-      for (int k = 0; k < 8; ++k) __builtin_memcpy(&brow[k], &part[i][j].e[k][0], 32);
+      mm_v8 brow[8], nonfinite = {};
+      for (int k = 0; k < 8; ++k) {
+        __builtin_memcpy(&brow[k], &part[i][j].e[k][0], 32);
+        nonfinite += brow[k] - brow[k];  // 0 where finite, NaN from inf or NaN
+      }
+      bool finite = true;
+      for (int c = 0; c < 8; ++c) finite = finite && nonfinite[c] == 0.0f;
+      if (finite) {
+        for (int r = 0; r < 8; ++r) {
+          mm_v8 row;
+          __builtin_memcpy(&row, &acc[i][j].e[r][0], 32);
+          row += brow[r];
+          __builtin_memcpy(&acc[i][j].e[r][0], &row, 32);
+        }
+        continue;
+      }
       for (int r = 0; r < 8; ++r) {
         mm_v8 row;
         __builtin_memcpy(&row, &acc[i][j].e[r][0], 32);
@@ -302,21 +385,6 @@ METAL_FUNC void mm_store_all(thread simdgroup_float8x8 (&d)[TM][TN], float* out,
       for (int j = 0; j < TN; ++j) __builtin_memcpy(out + (i * 8 + r) * ld + j * 8, &d[i][j].e[r][0], 32);
 }
 
-// Prefetches the tile a K step will stage or read next (rows x cols at (r0, c0), inside
-// the matrix): its rows' cache lines when rows are contiguous, else its columns'.
-template <typename T>
-METAL_FUNC void mm_prefetch(const device T* src, long rs, long cs, long r0, long c0, long R, long C, int rows,
-                            int cols) {
-  if (r0 >= R || c0 >= C) return;
-  const int nr = int(min(long(rows), R - r0)), nc = int(min(long(cols), C - c0));
-  const char* base = (const char*)(&src[0]) + (r0 * rs + c0 * cs) * long(sizeof(T));
-  const bool along_rows = cs == 1;
-  const int lines = along_rows ? nr : nc, run = int(sizeof(T)) * (along_rows ? nc : nr);
-  const long step = long(sizeof(T)) * (along_rows ? rs : cs);
-  if (!along_rows && rs != 1) return;  // neither dimension contiguous: nothing to gain
-  for (int l = 0; l < lines; ++l)
-    for (int o = 0; o < run; o += 64) __builtin_prefetch(base + l * step + o);
-}
 #endif
 
 template <typename T, int BM, int BN>
@@ -339,9 +407,9 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // CPU BLAS's blocked sums are. Matrices add through a multiply by the identity (MSL has
   // no matrix add); one per chunk costs 8 / MM_CHUNK_K of the multiplies.
 #if defined(METALSIM_VECTOR_BYTES)
-  // Only lane 0 uses the accumulators (it does every fragment operation below, the other
-  // lanes count one call per pass on `marker`): left unconstructed, the other 31 lanes
-  // no longer write 128 matrix objects (33 KB) of their fiber stacks per block.
+  // Only lane 0 uses the accumulators (it does every fragment operation below; other
+  // lanes, when a group has them, count one call per pass on `marker`): left
+  // unconstructed, they cost other lanes no writes of their fiber stacks.
   union Frags {
     simdgroup_float8x8 m[TM][TN];
     Frags() {}
@@ -359,10 +427,27 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   // and `acc` is never used.
   const bool single_chunk = p.reduce_batches == 1 && p.K <= MM_CHUNK_K;
 #if defined(METALSIM_VECTOR_BYTES)
+  // `part` starts each sum from zero registers (MmEnds::fresh); it is zeroed only when
+  // no product runs (alpha == 0), as the epilogue then reads it.
+  bool part_fresh = true;
+  // A plain product (alpha 1, no bias, a whole block of a float C with unit column
+  // stride): the sums go straight to C (as simdgroup_store to device memory, which Metal
+  // allows), without the barrier and the second pass of the epilogue below; for a
+  // single chunk from the registers of the last K step.
+  device float* fc = float_result(C);
+  const bool plain_store = fc != nullptr && p.alpha == 1.0f && p.beta == 0.0f && p.round_terms == 0 &&
+                           p.c_cs == 1 && m0 + BM <= p.M && n0 + BN <= p.N;
+  device float* cb =
+      plain_store ? &fc[(p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn] : nullptr;
+  // Otherwise a single chunk's last K step puts its sums into the epilogue's block of
+  // threadgroup memory when A is read in place (the step then reads only the staged B,
+  // which lies beyond that block: MM_BK >= BN), rather than into the fragments and a
+  // copying pass after.
+  bool part_in_smem = false;
   MM_ZERO(marker);
   if (tid == 0) {
     if (!single_chunk) mm_zero_all(acc);
-    mm_zero_all(part);
+    if (p.alpha == 0.0f) mm_zero_all(part);
   }
 #else
   for (int i = 0; i < TM; ++i)
@@ -383,7 +468,7 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         const int kl = p.K - k0 < MM_BK ? int((p.K - k0 + 7) / 8 * 8) : MM_BK;
 #if defined(METALSIM_VECTOR_BYTES)
         // Lane 0 stages what is not read in place and runs the whole K step: no other
-        // thread touches the tiles, so no barriers (each a round of 32 fiber switches).
+        // thread touches the tiles, so no barriers.
         // B is read in place only by blocks of few rows: a 64-row block reads each row of
         // a K step 16 times, faster from a packed tile that stays in L1 (rows of a B with
         // a power-of-two row stride, 1024 or 2048 floats, all map to the same L1 sets).
@@ -401,15 +486,27 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
         // the step's products (mm_panel), the same sums as the #else branch's loop.
         MM_ZERO(marker);
         if (tid == 0) {
-          if (k0 + MM_BK < p.K) {  // the next K step's tiles, while this one multiplies
+          // The next K step's tiles, fetched while this one multiplies.
+          MmPrefetch next_a{nullptr, 0, 0, 0}, next_b{nullptr, 0, 0, 0};
+          if (k0 + MM_BK < p.K) {
             const long kn = k0 + MM_BK;
-            mm_prefetch(a, p.a_rs, p.a_cs, m0, kn, p.M, p.K, BM, MM_BK);
-            mm_prefetch(bm, p.b_rs, p.b_cs, kn, n0, p.K, p.N, MM_BK, BN);
+            // A read in place streams along its rows, which the hardware prefetches
+            // (prefetching it too measured 20% slower for attention's P @ V).
+            if (fa == nullptr || p.a_cs != 1) next_a = mm_prefetch_plan(a, p.a_rs, p.a_cs, m0, kn, p.M, p.K, BM, MM_BK);
+            next_b = mm_prefetch_plan(bm, p.b_rs, p.b_cs, kn, n0, p.K, p.N, MM_BK, BN);
           }
           const float* pa = a_in_place ? &fa[(m0 + sm) * p.a_rs + k0] : &As[sm * MM_BK];
           const float* pb = b_in_place ? &fb[k0 * p.b_rs + n0 + sn] : &Bs[sn];
-          mm_panel(part, pa, ulong(a_in_place ? p.a_rs : MM_BK), pb, ulong(b_in_place ? p.b_rs : BN), kl);
+          const bool last = single_chunk && k0 + MM_BK >= p.K;
+          static_assert(MM_BK >= BN, "the staged B must lie beyond the epilogue's block");
+          part_in_smem = last && !plain_store && a_in_place;
+          float* out = nullptr;
+          if (last && plain_store) out = cb;
+          else if (part_in_smem) out = &smem[sm * BN + sn];
+          mm_panel(part, pa, ulong(a_in_place ? p.a_rs : MM_BK), pb, ulong(b_in_place ? p.b_rs : BN), kl, next_a,
+                   next_b, MmEnds{part_fresh, out, plain_store ? p.c_rs : BN});
         }
+        part_fresh = false;
 #else
         stage_tile(As, MM_BK, a, p.a_rs, p.a_cs, m0, k0, p.M, p.K, BM, MM_BK, tid);
         stage_tile(Bs, BN, bm, p.b_rs, p.b_cs, k0, n0, p.K, p.N, MM_BK, BN, tid);
@@ -428,8 +525,8 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
           MM_ZERO(marker);
           if (tid == 0) {
             mm_add_all(acc, part);
-            mm_zero_all(part);
           }
+          part_fresh = true;
 #else
           for (int i = 0; i < TM; ++i)
             for (int j = 0; j < TN; ++j) {
@@ -443,18 +540,9 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   }
 
 #if defined(METALSIM_VECTOR_BYTES)
-  // A plain product (alpha 1, no bias, a whole block of a float C with unit column
-  // stride): the fragments are stored straight to C (simdgroup_store to device memory,
-  // as Metal allows), without the barrier and the second pass below.
-  device float* fc = float_result(C);
-  if (fc != nullptr && p.alpha == 1.0f && p.beta == 0.0f && p.round_terms == 0 && p.c_cs == 1 &&
-      m0 + BM <= p.M && n0 + BN <= p.N) {
+  if (plain_store) {  // a single chunk's sums are in C already (the last K step)
     MM_ZERO(marker);
-    if (tid == 0) {
-      float* cb = &fc[(p.reduce_batches > 1 ? 0 : long(group.z)) * p.c_bs + (m0 + sm) * p.c_rs + n0 + sn];
-      if (single_chunk) mm_store_all(part, cb, p.c_rs);
-      else mm_store_all(acc, cb, p.c_rs);
-    }
+    if (tid == 0 && !single_chunk) mm_store_all(acc, cb, p.c_rs);
     return;
   }
 #endif
@@ -462,8 +550,8 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
 #if defined(METALSIM_VECTOR_BYTES)
   MM_ZERO(marker);
   if (tid == 0) {
-    if (single_chunk) mm_store_all(part, &smem[sm * BN + sn], BN);
-    else mm_store_all(acc, &smem[sm * BN + sn], BN);
+    if (!single_chunk) mm_store_all(acc, &smem[sm * BN + sn], BN);
+    else if (!part_in_smem) mm_store_all(part, &smem[sm * BN + sn], BN);
   }
 #else
   for (int i = 0; i < TM; ++i)
@@ -478,9 +566,9 @@ kernel void matmul_gemm(const device T* A [[buffer(0)]], const device T* B [[buf
   const device T* s = S + batch * p.s_bs;
   const int rows = int(min(long(BM), p.M - m0)), cols = int(min(long(BN), p.N - n0));
 #if defined(METALSIM_VECTOR_BYTES)
-  // The simulator: whole rows per thread, so that the common cases (C with unit column
+  // The simulator: lane 0 writes whole rows, so that the common cases (C with unit column
   // stride, no bias or a bias with unit column stride) are loops that vectorise.
-  for (int r = int(tid); r < rows; r += MM_THREADS) {
+  for (int r = 0; tid == 0 && r < rows; ++r) {
     const threadgroup float* sr = smem + r * BN;
     device T* cr = c + (m0 + r) * p.c_rs + n0 * p.c_cs;
     const device T* br = s + (m0 + r) * p.s_rs + n0 * p.s_cs;

@@ -133,8 +133,10 @@ void launchGemm(kernels::DType dtype, const at::Tensor& A, const at::Tensor& B, 
   const bool simulated = isSimulated(C);
   const GemmShape shape = gemmShape(M, N, simulated);
   const rt::ComputePipelinePtr& pipeline = shape.kernels->pipeline(stream, launch::Variant::Plain, dtype);
-  // The kernel's threads per block (MM_THREADS): one SIMD group on the simulator, four on a GPU.
-  const uint64_t threads = simulated ? 32 : 128;
+  // The kernel's threads per block (MM_THREADS): four SIMD groups on a GPU; one thread on
+  // the simulator, whose lane 0 does a block's work alone (31 more lanes would only add
+  // fibers to start and switch).
+  const uint64_t threads = simulated ? 1 : 128;
   const uint64_t gx = (N + shape.cols - 1) / shape.cols, gy = (M + shape.rows - 1) / shape.rows;
   const uint64_t gz = reduce_batches ? 1 : batches;
   const at::Tensor& bias = has_bias ? S : C;
