@@ -6,10 +6,11 @@
 // per output element, max's a run of POOL_RUN outputs along a row. Backward kernels
 // (no atomics, deterministic):
 //   - max, windows that do not overlap (stride >= the dilated kernel; the common 2x2/2):
-//     pool2d_max_backward_windows, a thread per POOL_RUN outputs that writes their windows' input
-//     positions: the gradient at the saved index, 0 elsewhere. Each input lies in at
-//     most one window, so it gets at most one write; positions in no window are zeroed
-//     by the host first (only when the windows do not tile the input);
+//     pool2d_max_backward_windows, a thread per POOL_RUN outputs of a row that writes
+//     their windows' input positions: the gradient at the saved index, 0 elsewhere.
+//     Each input lies in at most one window, so it gets at most one write; positions
+//     in no window are zeroed by the host first (only when the windows do not tile
+//     the input);
 //   - otherwise a thread per input element, which gathers the gradients of the outputs
 //     whose windows hold it.
 // Windows: fixed (kernel, stride, padding, dilation) or adaptive (output cell o of
