@@ -31,7 +31,9 @@
 //   convolved with the transposed, flipped weight, which conv2d_pack_weight also
 //   packs), and so is a stride-1 transposed convolution.
 // conv2d_tiled_bwd_w  dW, from dY and a channels-last padded copy of X (below).
-// conv2d_sum_chunks   adds conv2d_tiled_bwd_w's partial sums into dW.
+// conv2d_taps_bwd_w   dW when a group has fewer than TILE_C channels on a side (a
+//                     stem's 3 inputs), from dY and an NCHW padded copy of X.
+// conv2d_sum_chunks   adds the two weight-gradient kernels' partial sums into dW.
 // No threadgroup memory and no barriers: on the simulator the kernels run as plain
 // loops. Host launchers: backend/ops/conv2d/conv2d_tiled.cpp.
 #include <metal_stdlib>
