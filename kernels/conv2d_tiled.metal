@@ -31,7 +31,9 @@
 //   convolved with the transposed, flipped weight, which conv2d_pack_weight also
 //   packs), and so is a stride-1 transposed convolution.
 // conv2d_tiled_bwd_w  dW, from dY and a channels-last padded copy of X (below).
-// conv2d_sum_chunks   adds conv2d_tiled_bwd_w's partial sums into dW.
+// conv2d_taps_bwd_w   dW when a group has fewer than TILE_C channels on a side (a
+//                     stem's 3 inputs), from dY and an NCHW padded copy of X.
+// conv2d_sum_chunks   adds the two weight-gradient kernels' partial sums into dW.
 // No threadgroup memory and no barriers: on the simulator the kernels run as plain
 // loops. Host launchers: backend/ops/conv2d/conv2d_tiled.cpp.
 #include <metal_stdlib>
@@ -258,6 +260,116 @@ kernel void conv2d_tiled_bwd_w(device float* partial [[buffer(0)]],
       if (i < ni) out[(o * p.cx_g + i) * taps] = acc[o][i];
 }
 
+// conv2d_taps_bwd_w: the weight gradient when a group has too few input channels for
+// conv2d_tiled_bwd_w (a network's stem: 1 or 3). A thread keeps TAPS_T taps (in
+// row-major order; a 3x3 kernel's all) of one input channel for TAPS_OC output
+// channels, so each dY value it loads feeds TAPS_T multiply-adds instead of one, and
+// reads X from an NCHW padded copy (conv2d_pad_input) in which every tap is in bounds.
+// Along each output row, positions go LANES at a time, lane j summing the positions
+// ow = j (mod LANES) of the thread's rows [row0, row1) (a chunk, as
+// conv2d_tiled_bwd_w's); the lanes are then added in a fixed tree, (0+1)+(2+3) per
+// four and those four sums the same way, so every build adds in the same order. The
+// simulator's AVX-512 build runs all LANES lanes at once (one register of lanes per
+// tap's loop); other targets run them LANE_GROUP at a time over the same rows (fewer
+// registers, the same sums).
+// Output: the partial sums [chunk][Cy][cx_g][KH][KW] that conv2d_sum_chunks adds up.
+// Grid: x = cx_g * ceil(KH * KW / TAPS_T), y = groups * ceil(cy_g / TAPS_OC),
+// z = chunks.
+#define TAPS_T 9
+#define TAPS_OC 2  // written out as yr0, yr1 below
+#define LANES 16
+#if defined(METALSIM_VECTOR_BYTES) && METALSIM_VECTOR_BYTES >= 64
+#define LANE_GROUP 16
+#elif defined(METALSIM_VECTOR_BYTES) && METALSIM_VECTOR_BYTES >= 32
+#define LANE_GROUP 8
+#else
+#define LANE_GROUP 4
+#endif
+
+template <typename T>
+kernel void conv2d_taps_bwd_w(device float* partial [[buffer(0)]],
+                              const device T* dy [[buffer(1)]],
+                              const device T* xp [[buffer(2)]],
+                              constant Conv2dWeightGradParams& p [[buffer(3)]],
+                              uint3 gid [[thread_position_in_grid]]) {
+  const long taps = p.KH * p.KW;
+  const long tap_groups = (taps + TAPS_T - 1) / TAPS_T;
+  if (long(gid.x) >= p.cx_g * tap_groups) return;
+  const long ic = gid.x / tap_groups;  // within the group
+  const long t0 = (gid.x - ic * tap_groups) * TAPS_T;
+  const long blocks_g = (p.cy_g + TAPS_OC - 1) / TAPS_OC;
+  const long g = gid.y / blocks_g;
+  if (g * p.cy_g >= p.Cy) return;
+  const long ocg0 = (gid.y - g * blocks_g) * TAPS_OC;  // within the group
+  const long row0 = long(gid.z) * p.rows_per_chunk;
+  const long row1 = min(p.N * p.OH, row0 + p.rows_per_chunk);
+
+  // Each tap's offset in a padded plane; taps past the last read tap 0 (dropped).
+  long x_at[TAPS_T];
+  UNROLL for (int t = 0; t < TAPS_T; ++t) {
+    const long tap = t0 + t < taps ? t0 + t : 0;
+    const long kh = tap / p.KW, kw = tap - (tap / p.KW) * p.KW;
+    x_at[t] = kh * p.dil_h * p.Wp + kw * p.dil_w;
+  }
+  // The thread's two output channels; past the group's end, channel ocg0 again (those
+  // sums are dropped).
+  const long y_at0 = (g * p.cy_g + ocg0) * p.y_s[1];
+  const long y_at1 = ocg0 + 1 < p.cy_g ? y_at0 + p.y_s[1] : y_at0;
+  const long sw = p.stride_w, ys3 = p.y_s[3];
+
+  float sums[TAPS_OC * TAPS_T][LANES / 4];
+  for (int lg0 = 0; lg0 < LANES; lg0 += LANE_GROUP) {
+    // acc[o * TAPS_T + t][j]: output channel ocg0 + o, tap t0 + t, lane lg0 + j.
+    float acc[TAPS_OC * TAPS_T][LANE_GROUP];
+    UNROLL for (int k = 0; k < TAPS_OC * TAPS_T; ++k)
+      UNROLL for (int j = 0; j < LANE_GROUP; ++j) acc[k][j] = 0.0f;
+    for (long row = row0; row < row1; ++row) {
+      const long n = row / p.OH, oh = row - (row / p.OH) * p.OH;
+      const device T* yr0 = dy + n * p.y_s[0] + oh * p.y_s[2] + y_at0;
+      const device T* yr1 = dy + n * p.y_s[0] + oh * p.y_s[2] + y_at1;
+      const device T* xr = xp + ((n * p.Cx + g * p.cx_g + ic) * p.Hp + oh * p.stride_h) * p.Wp;
+      long ow0 = lg0;
+      if (sw == 1 && ys3 == 1) {
+        // Whole lane groups of unit-stride rows: per tap, a loop across the lanes that
+        // GCC vectorises (the taps' loop is unrolled after that).
+        for (; ow0 + LANE_GROUP <= p.OW; ow0 += LANES) {
+          UNROLL for (int t = 0; t < TAPS_T; ++t) {
+            const device T* xt = xr + x_at[t] + ow0;
+            UNROLL_INPUTS for (int j = 0; j < LANE_GROUP; ++j) {
+              const float xv = float(xt[j]);
+              acc[t][j] += float(yr0[ow0 + j]) * xv;
+              acc[TAPS_T + t][j] += float(yr1[ow0 + j]) * xv;
+            }
+          }
+        }
+      }
+      // A last, partial lane group, or strided rows.
+      for (; ow0 < p.OW; ow0 += LANES) {
+        const long valid = min(long(LANE_GROUP), p.OW - ow0);
+        UNROLL for (int t = 0; t < TAPS_T; ++t) {
+          for (long j = 0; j < valid; ++j) {
+            const long ow = ow0 + j;
+            const float xv = float(xr[x_at[t] + ow * sw]);
+            acc[t][j] += float(yr0[ow * ys3]) * xv;
+            acc[TAPS_T + t][j] += float(yr1[ow * ys3]) * xv;
+          }
+        }
+      }
+    }
+    UNROLL for (int k = 0; k < TAPS_OC * TAPS_T; ++k)
+      UNROLL for (int q = 0; q < LANE_GROUP / 4; ++q)
+        sums[k][lg0 / 4 + q] = (acc[k][4 * q] + acc[k][4 * q + 1]) + (acc[k][4 * q + 2] + acc[k][4 * q + 3]);
+  }
+
+  // [chunk][Cy][cx_g][KH][KW], contiguous.
+  device float* out = partial + ((long(gid.z) * p.Cy + g * p.cy_g + ocg0) * p.cx_g + ic) * taps + t0;
+  UNROLL for (int k = 0; k < TAPS_OC * TAPS_T; ++k) {
+    const int o = k / TAPS_T, t = k % TAPS_T;
+    if (ocg0 + o < p.cy_g && t0 + t < taps)
+      out[o * p.cx_g * taps + t] = (sums[k][0] + sums[k][1]) + (sums[k][2] + sums[k][3]);
+  }
+}
+
 // conv2d_sum_chunks: dW[cy, cx, kh, kw] = the sum over chunks of conv2d_tiled_bwd_w's
 // workspace, in dW's dtype and strides. Grid: x = KH * KW * cx_g, y = Cy.
 template <typename T>
@@ -283,6 +395,9 @@ template [[host_name("conv2d_tiled_bfloat")]] kernel decltype(conv2d_tiled<bfloa
 template [[host_name("conv2d_tiled_bwd_w_float")]] kernel decltype(conv2d_tiled_bwd_w<float>) conv2d_tiled_bwd_w<float>;
 template [[host_name("conv2d_tiled_bwd_w_half")]] kernel decltype(conv2d_tiled_bwd_w<half>) conv2d_tiled_bwd_w<half>;
 template [[host_name("conv2d_tiled_bwd_w_bfloat")]] kernel decltype(conv2d_tiled_bwd_w<bfloat>) conv2d_tiled_bwd_w<bfloat>;
+template [[host_name("conv2d_taps_bwd_w_float")]] kernel decltype(conv2d_taps_bwd_w<float>) conv2d_taps_bwd_w<float>;
+template [[host_name("conv2d_taps_bwd_w_half")]] kernel decltype(conv2d_taps_bwd_w<half>) conv2d_taps_bwd_w<half>;
+template [[host_name("conv2d_taps_bwd_w_bfloat")]] kernel decltype(conv2d_taps_bwd_w<bfloat>) conv2d_taps_bwd_w<bfloat>;
 template [[host_name("conv2d_sum_chunks_float")]] kernel decltype(conv2d_sum_chunks<float>) conv2d_sum_chunks<float>;
 template [[host_name("conv2d_sum_chunks_half")]] kernel decltype(conv2d_sum_chunks<half>) conv2d_sum_chunks<half>;
 template [[host_name("conv2d_sum_chunks_bfloat")]] kernel decltype(conv2d_sum_chunks<bfloat>) conv2d_sum_chunks<bfloat>;

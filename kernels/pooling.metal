@@ -3,12 +3,14 @@
 //
 // Every tensor is addressed through its own (n, c, h, w) strides, so contiguous and
 // channels_last tensors are read and written in place. Forward kernels take a thread
-// per output element. Backward kernels (no atomics, deterministic):
+// per output element, max's a run of POOL_RUN outputs along a row. Backward kernels
+// (no atomics, deterministic):
 //   - max, windows that do not overlap (stride >= the dilated kernel; the common 2x2/2):
-//     pool2d_max_backward_windows, a thread per output that writes its window's input
-//     positions: the gradient at the saved index, 0 elsewhere. Each input lies in at
-//     most one window, so it gets at most one write; positions in no window are zeroed
-//     by the host first (only when the windows do not tile the input);
+//     pool2d_max_backward_windows, a thread per POOL_RUN outputs of a row that writes
+//     their windows' input positions: the gradient at the saved index, 0 elsewhere.
+//     Each input lies in at most one window, so it gets at most one write; positions
+//     in no window are zeroed by the host first (only when the windows do not tile
+//     the input);
 //   - otherwise a thread per input element, which gathers the gradients of the outputs
 //     whose windows hold it.
 // Windows: fixed (kernel, stride, padding, dilation) or adaptive (output cell o of
@@ -70,39 +72,49 @@ inline long2 candidates(long i, long in, long out, long k, long st, long pad, lo
   return long2(lo, min((i + pad) / st + 1, out));
 }
 
+// Outputs per thread of pool2d_max and pool2d_max_backward_windows, consecutive along
+// a row (kPoolRun on the host, which sizes their grids in runs): one thread's index
+// arithmetic and launch serve POOL_RUN small windows.
+#define POOL_RUN 8
+
 template <typename T>
 kernel void pool2d_max(device const T* in [[buffer(0)]],
                        device T* out [[buffer(1)]],
                        device long* indices [[buffer(2)]],
                        constant PoolShape& s [[buffer(3)]],
                        uint tid [[thread_position_in_grid]]) {
-  if (ulong(tid) >= ulong(s.batch * s.channels * s.out_h * s.out_w)) return;
-  const long4 p = unravel(s, tid, s.channels, s.out_h, s.out_w);
-  long h0, h1, w0, w1, dh = 1, dw = 1;
-  if (s.adaptive) {
-    h0 = adaptive_start(p.z, s.in_h, s.out_h), h1 = adaptive_end(p.z, s.in_h, s.out_h);
-    w0 = adaptive_start(p.w, s.in_w, s.out_w), w1 = adaptive_end(p.w, s.in_w, s.out_w);
-  } else {
-    dh = s.dilation_h, dw = s.dilation_w;
-    h0 = p.z * s.stride_h - s.pad_h, w0 = p.w * s.stride_w - s.pad_w;
-    h1 = min(h0 + (s.kernel_h - 1) * dh + 1, s.in_h), w1 = min(w0 + (s.kernel_w - 1) * dw + 1, s.in_w);
-    while (h0 < 0) h0 += dh;
-    while (w0 < 0) w0 += dw;
-  }
-  device const T* plane = in + p.x * s.in_s[0] + p.y * s.in_s[1];
-  float best = -INFINITY;
-  long best_index = h0 * s.in_w + w0;
-  for (long y = h0; y < h1; y += dh) {
-    for (long x = w0; x < w1; x += dw) {
-      const float v = float(plane[y * s.in_s[2] + x * s.in_s[3]]);
-      if (v > best || isnan(v)) {  // a NaN wins, the last one, as on CPU
-        best = v;
-        best_index = y * s.in_w + x;
+  const long runs = (s.out_w + POOL_RUN - 1) / POOL_RUN;
+  if (ulong(tid) >= ulong(s.batch * s.channels * s.out_h * runs)) return;
+  const long4 r = unravel(s, tid, s.channels, s.out_h, runs);
+  device const T* plane = in + r.x * s.in_s[0] + r.y * s.in_s[1];
+  for (long ow = r.w * POOL_RUN; ow < min(r.w * POOL_RUN + POOL_RUN, s.out_w); ++ow) {
+    const long4 p = long4(r.x, r.y, r.z, ow);
+    long h0, h1, w0, w1, dh = 1, dw = 1;
+    if (s.adaptive) {
+      h0 = adaptive_start(p.z, s.in_h, s.out_h), h1 = adaptive_end(p.z, s.in_h, s.out_h);
+      w0 = adaptive_start(p.w, s.in_w, s.out_w), w1 = adaptive_end(p.w, s.in_w, s.out_w);
+    } else {
+      dh = s.dilation_h, dw = s.dilation_w;
+      h0 = p.z * s.stride_h - s.pad_h, w0 = p.w * s.stride_w - s.pad_w;
+      h1 = min(h0 + (s.kernel_h - 1) * dh + 1, s.in_h), w1 = min(w0 + (s.kernel_w - 1) * dw + 1, s.in_w);
+      while (h0 < 0) h0 += dh;
+      while (w0 < 0) w0 += dw;
+    }
+    float best = -INFINITY;
+    long best_index = h0 * s.in_w + w0;
+    for (long y = h0; y < h1; y += dh) {
+      for (long x = w0; x < w1; x += dw) {
+        const float v = float(plane[y * s.in_s[2] + x * s.in_s[3]]);
+        // A NaN wins, the last one, as on CPU. Masks, not a branch: on random data a
+        // branch (which GCC makes of a select here) mispredicts every other window.
+        const long take = -long(v > best || isnan(v));  // all ones or zero
+        best_index = ((y * s.in_w + x) & take) | (best_index & ~take);
+        best = as_type<float>((as_type<int>(v) & int(take)) | (as_type<int>(best) & ~int(take)));
       }
     }
+    out[offset(p, s.out_s)] = T(best);
+    indices[offset(p, s.idx_s)] = best_index;
   }
-  out[offset(p, s.out_s)] = T(best);
-  indices[offset(p, s.idx_s)] = best_index;
 }
 
 template <typename T>
@@ -137,18 +149,22 @@ kernel void pool2d_max_backward_windows(device const T* grad_out [[buffer(0)]],
                                         device T* grad_in [[buffer(2)]],
                                         constant PoolShape& s [[buffer(3)]],
                                         uint tid [[thread_position_in_grid]]) {
-  if (ulong(tid) >= ulong(s.batch * s.channels * s.out_h * s.out_w)) return;
-  const long4 p = unravel(s, tid, s.channels, s.out_h, s.out_w);
+  const long runs = (s.out_w + POOL_RUN - 1) / POOL_RUN;
+  if (ulong(tid) >= ulong(s.batch * s.channels * s.out_h * runs)) return;
+  const long4 r = unravel(s, tid, s.channels, s.out_h, runs);
   const long dh = s.dilation_h, dw = s.dilation_w;
-  long h0 = p.z * s.stride_h - s.pad_h, w0 = p.w * s.stride_w - s.pad_w;
-  const long h1 = min(h0 + (s.kernel_h - 1) * dh + 1, s.in_h), w1 = min(w0 + (s.kernel_w - 1) * dw + 1, s.in_w);
-  while (h0 < 0) h0 += dh;
-  while (w0 < 0) w0 += dw;
-  const long index = indices[offset(p, s.idx_s)];
-  const T g = T(0.0f + float(grad_out[offset(p, s.out_s)]));  // -0 becomes +0, as CPU's 0 + g
-  device T* plane = grad_in + p.x * s.in_s[0] + p.y * s.in_s[1];
-  for (long y = h0; y < h1; y += dh)
-    for (long x = w0; x < w1; x += dw) plane[y * s.in_s[2] + x * s.in_s[3]] = y * s.in_w + x == index ? g : T(0);
+  device T* plane = grad_in + r.x * s.in_s[0] + r.y * s.in_s[1];
+  for (long ow = r.w * POOL_RUN; ow < min(r.w * POOL_RUN + POOL_RUN, s.out_w); ++ow) {
+    const long4 p = long4(r.x, r.y, r.z, ow);
+    long h0 = p.z * s.stride_h - s.pad_h, w0 = p.w * s.stride_w - s.pad_w;
+    const long h1 = min(h0 + (s.kernel_h - 1) * dh + 1, s.in_h), w1 = min(w0 + (s.kernel_w - 1) * dw + 1, s.in_w);
+    while (h0 < 0) h0 += dh;
+    while (w0 < 0) w0 += dw;
+    const long index = indices[offset(p, s.idx_s)];
+    const T g = T(0.0f + float(grad_out[offset(p, s.out_s)]));  // -0 becomes +0, as CPU's 0 + g
+    for (long y = h0; y < h1; y += dh)
+      for (long x = w0; x < w1; x += dw) plane[y * s.in_s[2] + x * s.in_s[3]] = y * s.in_w + x == index ? g : T(0);
+  }
 }
 
 // The window of output (oy, ox), clamped to the input, and its divisor.

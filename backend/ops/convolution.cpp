@@ -16,7 +16,9 @@
 // Each of fwd and bwd_x runs on the fastest kernels that apply (planForward): 3x3
 // depthwise (conv2d_depthwise.h), register-tiled over a packed weight (conv2d_tiled.h;
 // bwd_x as a forward with the flipped weight when strides are 1, and a strided 1x1's
-// bwd_x as that on the stride's grid), else the direct kernels; bwd_w likewise.
+// bwd_x as that on the stride's grid), else the direct kernels; bwd_w on the 3x3
+// depthwise kernel, the tiled one, or with few channels per group (a stem's 3 inputs)
+// on conv2d_taps_bwd_w (conv2d_tiled.h).
 // Everything else (3-D convolutions, float64, other dtypes) runs on the CPU over the same
 // memory, as the fallback does, and is counted in torch.metalx.fallback_stats().
 // The prepacked-weight entry points at the end serve ops_conv_prepack.cpp.
@@ -360,11 +362,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
       want_weight && g.N > 0 && kernels::conv2dDepthwise3BackwardWeightApplies(g, operandOf(y_role));
   const bool tiled_weight =
       want_weight && g.N > 0 && !depthwise_weight && kernels::conv2dTiledBackwardWeightApplies(g);
+  const bool taps_weight = want_weight && g.N > 0 && !depthwise_weight && !tiled_weight &&
+                           kernels::conv2dTapsBackwardWeightApplies(g);
   at::Tensor weight_scratch;
   if (depthwise_weight)
     weight_scratch = deviceBytes(kernels::conv2dDepthwise3BackwardWeightScratchBytes(dtype, g), input.options());
   if (tiled_weight)
     weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
+  if (taps_weight)
+    weight_scratch = deviceBytes(kernels::conv2dTapsBackwardWeightScratchBytes(dtype, g), input.options());
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, input_target, go, w, nullptr);
     if (depthwise_weight)
@@ -373,6 +379,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     else if (tiled_weight)
       kernels::encodeConv2dTiledBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
                                                operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
+    else if (taps_weight)
+      kernels::encodeConv2dTapsBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
+                                              operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
     else if (want_weight)
       kernels::encodeConv2dBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
                                           operandOf(y_role), operandOf(x_role));

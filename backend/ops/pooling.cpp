@@ -98,18 +98,24 @@ void windowFrom(IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding, Int
   if (!dilation.empty()) s.dilation_h = dilation[0], s.dilation_w = dilation.size() == 1 ? dilation[0] : dilation[1];
 }
 
+// pool2d_max's and pool2d_max_backward_windows' outputs per thread (POOL_RUN).
+constexpr int64_t kPoolRun = 8;
+
 uint64_t elements(const PoolShape& s, bool output) {
   return static_cast<uint64_t>(s.batch * s.channels * (output ? s.out_h * s.out_w : s.in_h * s.in_w));
 }
 
-// A thread per element of the output (`output`) or the input grid; the kernels unravel
-// thread indices below 2^31 with the grid's dividers.
+// A thread per element of the output (`output`) or the input grid, or per `run` of
+// them along a row (POOL_RUN in kernels/pooling.metal); the kernels unravel thread
+// indices below 2^31 with the grid's dividers.
 void encode(KernelFamily& family, DType type, std::initializer_list<const Tensor*> tensors, PoolShape s,
-            bool output) {
-  const uint64_t threads = elements(s, output);
+            bool output, int64_t run = 1) {
+  const int64_t row = output ? s.out_w : s.in_w;
+  const int64_t runs = (row + run - 1) / run;
+  const uint64_t threads = elements(s, output) / std::max<int64_t>(row, 1) * runs;
   s.fast_index = threads < (uint64_t{1} << 31);
   if (s.fast_index) {
-    s.grid_div[0] = dividerFor(std::max<int64_t>(output ? s.out_w : s.in_w, 1));
+    s.grid_div[0] = dividerFor(std::max<int64_t>(runs, 1));
     s.grid_div[1] = dividerFor(std::max<int64_t>(output ? s.out_h : s.in_h, 1));
     s.grid_div[2] = dividerFor(std::max<int64_t>(s.channels, 1));
   }
@@ -127,7 +133,7 @@ void maxForward(const Tensor& input, PoolShape s, const Tensor& out, const Tenso
   stridesOf(input, s.in_s);
   stridesOf(out, s.out_s);
   stridesOf(indices, s.idx_s);
-  encode(max_kernels, *floatKernelType(input.scalar_type()), {&input, &out, &indices}, s, true);
+  encode(max_kernels, *floatKernelType(input.scalar_type()), {&input, &out, &indices}, s, true, kPoolRun);
 }
 
 // Fixed windows that never share an input position: stride >= the dilated kernel in
@@ -157,7 +163,7 @@ void maxBackward(const Tensor& grad_output, const Tensor& input, const Tensor& i
   const DType type = *floatKernelType(input.scalar_type());
   if (windowsDisjoint(s)) {
     if (!windowsTile(s)) grad_input.zero_();
-    encode(max_backward_window_kernels, type, {&grad_output, &indices, &grad_input}, s, true);
+    encode(max_backward_window_kernels, type, {&grad_output, &indices, &grad_input}, s, true, kPoolRun);
     return;
   }
   encode(max_backward_kernels, type, {&grad_output, &indices, &grad_input}, s, false);

@@ -76,7 +76,7 @@ TILED = [
     (16, 32, 14, (1, 1), 2, 0, 1, 1),       # strided 1x1 projection: subsampled input
     (8, 16, 10, (1, 1), 1, 1, 1, 1),        # padding beyond the kernel: input gradient crops
     (16, 16, 12, (3, 3), 2, 1, 1, 1),       # strided 3x3: direct forward, tiled weight gradient
-    (4, 16, 12, (3, 3), 1, 1, 1, 1),        # 4 input channels: tiled forward, direct weight gradient
+    (4, 16, 12, (3, 3), 1, 1, 1, 1),        # 4 input channels: tiled forward, taps weight gradient
 ]
 
 
@@ -106,6 +106,59 @@ def test_stride1_transposed_runs_tiled_and_matches_cpu(cfg):
     cin, cout, k, s, p, d, g = cfg
     check(cin, cout, 9, k, s, p, d, g, transposed=True)
     check(cin, cout, 9, k, s, 1, d, g, transposed=True, output_padding=1 if d > 1 else 0)
+
+
+# The weight gradient with fewer than 8 channels per group on a side
+# (conv2d_taps_bwd_w: 9 taps x 2 output channels per thread, rows in lanes of 16).
+TAPS = [
+    # cin, cout, hw, k, stride, padding, dilation, groups, n
+    (3, 32, 32, (3, 3), 1, 1, 1, 1, 4),      # a stem: whole lane groups, several row chunks
+    (1, 5, (13, 21), (3, 3), 1, 1, 1, 1, 2),  # odd output channels, rows ending mid-lane-group
+    (3, 8, 20, (7, 7), 2, 3, 1, 1, 2),       # 49 taps in 6 groups of 9, strided rows
+    (4, 6, (11, 12), (3, 3), 1, 2, 2, 2, 2),  # dilation, two groups
+    (3, 16, 9, (2, 3), 1, (1, 0), 1, 1, 3),  # non-square kernel, asymmetric padding
+    (16, 4, 10, (3, 3), 1, 1, 1, 1, 2),      # few output channels, many input channels
+    (3, 8, 6, (1, 1), 1, 0, 1, 1, 2),        # 1x1: one tap of nine used
+]
+
+
+@pytest.mark.parametrize("cfg", TAPS, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_taps_weight_gradient_matches_cpu(cfg, layout):
+    cin, cout, hw, k, s, p, d, g, n = cfg
+    check(cin, cout, hw, k, s, p, d, g, n=n, layout=layout)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_taps_weight_gradient_dtypes(dtype):
+    check(3, 16, 18, (3, 3), 1, 1, n=2, dtype=dtype)
+
+
+def test_taps_weight_gradient_same_bits_on_avx2_and_avx512_builds():
+    """conv2d_taps_bwd_w adds its 16 lanes in one fixed order whether a build runs
+    them 16 (x86-64-v4), 8 (x86-64-v3) or 4 at a time: both FMA builds give the same bits."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86-64 builds exist on x86-64 hosts only")
+    script = (
+        "import torch, metalx, sys\n"
+        "g = torch.Generator().manual_seed(3)\n"
+        "x = torch.randn(4, 3, 19, 37, generator=g).to('metalx')\n"
+        "dy = torch.randn(4, 10, 19, 37, generator=g).to('metalx')\n"
+        "w = torch.randn(10, 3, 3, 3, generator=g).to('metalx')\n"
+        "dw = torch.ops.aten.convolution_backward(dy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,"
+        " [False, True, False])[1]\n"
+        "torch.save(dw.cpu(), sys.argv[1])\n")
+    out = {}
+    for isa in ("x86-64-v3", "x86-64-v4"):
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"taps_dw_{os.getpid()}_{isa}.pt")
+        r = subprocess.run([sys.executable, "-c", script, path], env=dict(os.environ, METALSIM_KERNEL_ISA=isa),
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0 and "not supported" in r.stderr:
+            pytest.skip(f"this CPU cannot run the {isa} build")
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[isa] = torch.load(path)
+        os.unlink(path)
+    assert torch.equal(out["x86-64-v3"], out["x86-64-v4"])
 
 
 DEPTHWISE = [

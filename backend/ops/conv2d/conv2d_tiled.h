@@ -64,6 +64,16 @@ void encodeConv2dTiledBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCa
                                      const Conv2dGeometry& g, const ConvOperand& dw, const ConvOperand& dy,
                                      const ConvOperand& x, const ConvOperand& scratch);
 
+// Whether conv2d_taps_bwd_w computes the weight gradient of `g`: when
+// conv2d_tiled_bwd_w does not (fewer than kConvTileC channels per group on either
+// side, e.g. a network's stem with its 3 input channels).
+bool conv2dTapsBackwardWeightApplies(const Conv2dGeometry& g);
+size_t conv2dTapsBackwardWeightScratchBytes(DType dtype, const Conv2dGeometry& g);
+// dW of Y = conv(X, W) given dY (written over), on conv2d_taps_bwd_w.
+void encodeConv2dTapsBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
+                                    const Conv2dGeometry& g, const ConvOperand& dw, const ConvOperand& dy,
+                                    const ConvOperand& x, const ConvOperand& scratch);
+
 // How conv2d_tiled_bwd_w splits the N * OH output rows into chunks (exposed for tests).
 struct Conv2dRowChunks {
   int64_t rows_per_chunk;
