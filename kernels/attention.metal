@@ -31,9 +31,10 @@
 // backward (and the debug mask) regenerate exactly the forward's mask.
 //
 // The simulator (METALSIM_VECTOR_BYTES) runs a SIMD group's lanes one after another, so
-// there lane 0 softmaxes a block with nothing masked or dropped for all of them,
-// vectorised (softmax_block_lane0, and the start of probabilities_column); the GPU
-// code is the per-row / per-column loop.
+// there, without a mask or dropout, lane 0 computes the forward's whole block alone
+// (attention_forward_lane0: no barriers, no SIMD-group matrix objects), and softmaxes a
+// backward block with nothing masked or dropped for all lanes, vectorised (the start of
+// probabilities_column); otherwise the code is the GPU's.
 //
 // All products accumulate in float32; half and bfloat convert when staged.
 #include <metal_stdlib>
@@ -61,8 +62,7 @@ struct AttentionParams {
 // Block sizes of a tile class (DMAX: the largest head dim it takes, 64 or 128), mirrored
 // by backend/ops/attention.cpp. The threadgroup memory of each kernel (floats; the
 // limit is 32 KiB):
-//   forward      BQ*DMAX + DMAX*BK + BK*DMAX + BQ*BK + BQ*8   (64: 29.0 KiB, 128: 25.5 KiB;
-//                the simulator adds 2*BQ for the rows' state)
+//   forward      BQ*DMAX + DMAX*BK + BK*DMAX + BQ*BK + BQ*8   (64: 29.0 KiB, 128: 25.5 KiB)
 //   backward_kv  2*DMAX*BK + 2*BQB*DMAX + 2*BQB*BK + 2*BQB    (64: 28.1 KiB, 128: 25.1 KiB)
 //   backward_q   the same                                     (the same)
 struct at_blocks {
@@ -199,46 +199,181 @@ inline float sim_exp(float x) {
 // ---- forward ----
 
 #if defined(METALSIM_VECTOR_BYTES)
-// The simulator's online-softmax update of a whole BQ x BK block of scores in which
-// nothing is masked or dropped, run by lane 0 for the SIMD group: the per-row update of
-// attention_forward (scale, block max, correction, exp and sum in the order of the keys)
-// with the rows side by side, so that GCC vectorises it across rows. `ps` holds S
-// [BQ][BK] and gets P; the rows' running max and sum live in `row_max`/`row_sum`; the
-// correction factors go on the diagonals of `dg`.
-template <int BQ, int BK>
-METAL_FUNC void softmax_block_lane0(threadgroup float* ps, threadgroup float* dg, threadgroup float* row_max,
-                                    threadgroup float* row_sum, float scale) {
-  float st[BK][BQ], bm[BQ], nm[BQ], corr[BQ], bs[BQ], om[BQ];
-  for (int r = 0; r < BQ; ++r)
-    for (int j = 0; j < BK; ++j) st[j][r] = ps[r * BK + j];
-  for (int r = 0; r < BQ; ++r) {
-    bm[r] = -INFINITY;
-    bs[r] = 0.0f;
-    om[r] = row_max[r];
+// ---- the simulator's lane-0 kernels ----
+//
+// The simulator runs a SIMD group's 32 lanes one after another on fibers: every barrier
+// is 32 fiber switches, every SIMD-group matrix call is counted on each lane, and
+// per-lane loops run 32 times in a row. Without a mask or dropout (the common case) its
+// lane 0 therefore computes each whole block alone (attention_forward_lane0 and the two
+// backward ones below), with no barriers and no matrix objects: the products as
+// register-blocked loops over plain float arrays, the softmax with the rows side by
+// side (vectorised, metal::exp), the other lanes only count one SIMD-group call so the
+// simulator's divergence check still sees them (as kernels/matmul.metal's simulator
+// branch does). Per element the arithmetic is the #else branch's: products summed in
+// the order of k, one multiply-add each, the softmax's steps in the order of the keys.
+#if METALSIM_VECTOR_BYTES >= 64
+#define AT_W 16    // floats per vector register
+#define AT_ACC 16  // accumulator registers per register block (of 32)
+#elif METALSIM_VECTOR_BYTES >= 32
+#define AT_W 8
+#define AT_ACC 8  // of 16
+#else
+#define AT_W 4
+#define AT_ACC 8
+#endif
+typedef float at_vec __attribute__((vector_size(4 * AT_W), aligned(4)));
+
+constant float at_zeros[64] = {};
+// One counted SIMD-group matrix call on every lane (lane 0 loads 64 zeros).
+#define AT_COUNT_CALL()      \
+  {                          \
+    simdgroup_float8x8 mark; \
+    simdgroup_load(mark, at_zeros, 8); \
   }
-  for (int j = 0; j < BK; ++j)
-    for (int r = 0; r < BQ; ++r) {
-      const float s = st[j][r] * scale;
-      st[j][r] = s;
-      bm[r] = s > bm[r] ? s : bm[r];
+
+enum at_init { at_accumulate, at_from_zero, at_rescaled };
+
+// Rows m0..m0+R of acc (N floats each): acc[m] (zero, or times the vector `corr`
+// element-wise, by INIT) + sum_{k < K} A(m, k) b[k][:], A(m, k) = a[m * a_ms + k * a_ks]
+// read as a scalar (any strides, any T), b dense [K][N]. R rows x N / AT_W vectors of
+// accumulators stay in registers over k.
+template <int N, int R, at_init INIT, typename TA>
+METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, const float* b, int K, int m0,
+                         const float* corr) {
+  constexpr int NV = N / AT_W;
+  at_vec x[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      if (INIT == at_from_zero) {
+        x[r][v] = at_vec{};
+      } else {
+        __builtin_memcpy(&x[r][v], acc + (m0 + r) * N + v * AT_W, sizeof(at_vec));
+        if (INIT == at_rescaled) {
+          at_vec c;
+          __builtin_memcpy(&c, corr + v * AT_W, sizeof c);
+          x[r][v] *= c;
+        }
+      }
     }
-  for (int r = 0; r < BQ; ++r) {
-    nm[r] = om[r] > bm[r] ? om[r] : bm[r];
-    corr[r] = nm[r] == -INFINITY ? 1.0f : sim_exp(om[r] - nm[r]);
-  }
-  for (int j = 0; j < BK; ++j)
-    for (int r = 0; r < BQ; ++r) {
-      const float e = nm[r] == -INFINITY ? 0.0f : sim_exp(st[j][r] - nm[r]);
-      st[j][r] = e;
-      bs[r] += e;
+  const device TA* ar = a + m0 * a_ms;
+  for (int k = 0; k < K; ++k, ar += a_ks) {
+    at_vec bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + k * N + v * AT_W, sizeof(at_vec));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float s = float(ar[r * a_ms]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) x[r][v] += s * bv[v];
     }
-  for (int r = 0; r < BQ; ++r) {
-    row_sum[r] = row_sum[r] * corr[r] + bs[r];
-    row_max[r] = nm[r];
-    dg[(r / 8) * 64 + (r % 8) * 9] = corr[r];
   }
-  for (int r = 0; r < BQ; ++r)
-    for (int j = 0; j < BK; ++j) ps[r * BK + j] = st[j][r];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(acc + (m0 + r) * N + v * AT_W, &x[r][v], sizeof(at_vec));
+}
+
+// acc [M][N] = (per INIT) acc + A (M x K, strided, any T) @ b (dense [K][N]).
+template <int N, at_init INIT, typename TA>
+METAL_FUNC void at_product(float* acc, int M, const device TA* a, long a_ms, long a_ks, const float* b, int K,
+                           const float* corr = nullptr) {
+  static_assert(N % AT_W == 0, "rows of whole vectors");
+  constexpr int R = AT_ACC / (N / AT_W) > 0 ? AT_ACC / (N / AT_W) : 1;
+  int m0 = 0;
+  for (; m0 + R <= M; m0 += R) at_block<N, R, INIT>(acc, a, a_ms, a_ks, b, K, m0, corr);
+  for (; m0 < M; ++m0) at_block<N, 1, INIT>(acc, a, a_ms, a_ks, b, K, m0, corr);
+}
+
+// dst[c][r] = float(src[r * rs + c * cs]) for r < rows, c < cols (a block of an operand,
+// transposed, N = the destination's row length), zero for rows..N.
+template <int N, typename T>
+METAL_FUNC void at_stage_transposed(float* dst, const device T* src, long rs, long cs, int rows, int cols) {
+  for (int c = 0; c < cols; ++c) {
+    float* o = dst + c * N;
+    for (int r = 0; r < rows; ++r) o[r] = float(src[r * rs + c * cs]);
+    for (int r = rows; r < N; ++r) o[r] = 0.0f;
+  }
+}
+
+// The forward for query rows q0.. (BQ of them) of head h, on lane 0: per block of BK keys,
+// S^T = K Q^T (keys as rows, the BQ query rows side by side in vectors), the online
+// softmax update of every row at once, O^T = O^T * correction + V^T P^T; then O = O^T^T
+// / row sum and the logsumexp. The rows' arithmetic is attention_forward's per-row loop's.
+template <typename T, int BQ, int BK, int DMAX>
+METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const device T* qb, const device T* kb,
+                                        const device T* vb, device T* out, device float* lse, long b, long h,
+                                        long q0) {
+  float qt[DMAX * BQ], ot[DMAX * BQ], st[BK * BQ];  // Q^T [D][BQ], O^T [Dv][BQ], S^T and P^T [BK][BQ]
+  float row_max[BQ], row_sum[BQ], corr[BQ];
+  const int D = int(p.D), Dv = int(p.Dv);
+  const int nq = int(min(long(BQ), p.L - q0));
+  at_stage_transposed<BQ>(qt, qb + q0 * p.q_ls, p.q_ls, p.q_ds, nq, D);
+  for (int i = 0; i < Dv * BQ; ++i) ot[i] = 0.0f;
+  for (int r = 0; r < BQ; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.0f;
+  }
+  const float scale = p.scale;
+  long kend = p.S;
+  if (p.causal != 0) kend = min(p.S, q0 + BQ);  // keys past the block's last row are masked for all its rows
+  for (long k0 = 0; k0 < kend; k0 += BK) {
+    const int nk = int(min(long(BK), p.S - k0));
+    // S^T [nk][BQ]: row j is key k0 + j against every query row.
+    at_product<BQ, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);
+    // Scores after scale, -inf where masked (keys past S, rows past L, causal); the
+    // block's max per row.
+    float bm[BQ];
+    for (int r = 0; r < BQ; ++r) bm[r] = -INFINITY;
+    const bool whole = nk == BK && nq == BQ && (p.causal == 0 || k0 + BK - 1 <= q0);
+    if (whole) {
+      for (int j = 0; j < BK; ++j)
+        for (int r = 0; r < BQ; ++r) {
+          const float s = st[j * BQ + r] * scale;
+          st[j * BQ + r] = s;
+          bm[r] = s > bm[r] ? s : bm[r];
+        }
+    } else {
+      for (int j = 0; j < BK; ++j)
+        for (int r = 0; r < BQ; ++r) {
+          const bool in = j < nk && r < nq && (p.causal == 0 || k0 + j <= q0 + r);
+          float s = st[j * BQ + r] * scale;
+          s = in ? s : -INFINITY;
+          st[j * BQ + r] = s;
+          bm[r] = s > bm[r] ? s : bm[r];
+        }
+    }
+    float nm[BQ], base[BQ], bs[BQ];
+    for (int r = 0; r < BQ; ++r) {
+      nm[r] = row_max[r] > bm[r] ? row_max[r] : bm[r];
+      corr[r] = nm[r] == -INFINITY ? 1.0f : exp(row_max[r] - nm[r]);
+      // A row masked so far (max -inf) subtracts 0: its scores are all -inf, exp gives
+      // 0. No select around exp in the loop below: GCC would not vectorise it.
+      base[r] = nm[r] == -INFINITY ? 0.0f : nm[r];
+      bs[r] = 0.0f;
+    }
+    for (int j = 0; j < BK; ++j)
+      for (int r = 0; r < BQ; ++r) {
+        const float e = exp(st[j * BQ + r] - base[r]);  // exp(-inf - max) is 0 for masked scores
+        st[j * BQ + r] = e;
+        bs[r] += e;
+      }
+    for (int r = 0; r < BQ; ++r) {
+      row_sum[r] = row_sum[r] * corr[r] + bs[r];
+      row_max[r] = nm[r];
+    }
+    // O^T [Dv][BQ] = O^T * correction + V^T P^T: row d, key j is v[k0 + j][d].
+    at_product<BQ, at_rescaled>(ot, Dv, vb + k0 * p.v_ls, p.v_ds, p.v_ls, st, nk, corr);
+  }
+  // O / row sum; a row with no unmasked key gives 0, as CPU's SDPA does.
+  const long bh = b * p.Hq + h;
+  for (int r = 0; r < nq; ++r) {
+    const float inv = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+    device T* o = out + b * p.o_bs + h * p.o_hs + (q0 + r) * p.o_ls;
+    for (int d = 0; d < Dv; ++d) o[d * p.o_ds] = T(ot[d * BQ + r] * inv);
+    lse[bh * p.L + q0 + r] = row_sum[r] > 0.0f ? row_max[r] + log(row_sum[r]) : -INFINITY;
+  }
 }
 #endif
 
@@ -255,9 +390,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   threadgroup float Vs[BK * DMAX];  // [BK][ldv]
   threadgroup float Ps[BQ * BK];    // S, then P
   threadgroup float Dg[BQ * 8];     // per 8 rows an 8x8 diagonal of correction factors
-#if defined(METALSIM_VECTOR_BYTES)
-  threadgroup float RowMax[BQ], RowSum[BQ];  // the rows' running max and sum (softmax_block_lane0)
-#endif
 
   const long bh = long(group.y), b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   const long q0 = long(group.x) * BQ;
@@ -265,6 +397,13 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   const device T* qb = q + b * p.q_bs + h * p.q_hs;
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (p.has_mask == 0 && p.dropout == 0.0f && p.debug == 0) {  // uniform over the SIMD group
+    AT_COUNT_CALL();
+    if (tid == 0) attention_forward_lane0<T, BQ, BK, DMAX>(p, qb, kb, vb, out, lse, b, h, q0);
+    return;
+  }
+#endif
 
   stage(Qs, dq, 1, qb, p.q_ls, p.q_ds, q0, p.L, p.D, BQ, dq, tid);
   for (int i = int(tid); i < BQ * 8; i += AT_THREADS) Dg[i] = 0.0f;
@@ -280,12 +419,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   const bool has_row = int(tid) < BQ;
   const long i = q0 + long(tid);
   float row_max = -INFINITY, row_sum = 0.0f;
-#if defined(METALSIM_VECTOR_BYTES)
-  if (has_row) {
-    RowMax[tid] = -INFINITY;
-    RowSum[tid] = 0.0f;
-  }
-#endif
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   // Causal: keys past the block's last row are masked for all its rows.
   long kend = p.S;
@@ -302,22 +435,7 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // This thread's row: online softmax update.
-#if defined(METALSIM_VECTOR_BYTES)
-    // The simulator: a block with nothing masked or dropped (uniform over the SIMD
-    // group) is updated by lane 0 for all rows at once, vectorised across rows, instead
-    // of by 32 per-lane loops run one after another; other blocks take the per-row code
-    // with the rows' state in RowMax/RowSum.
-    const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && q0 + BQ <= p.L && k0 + BK <= p.S &&
-                             (p.causal == 0 || k0 + BK - 1 <= q0);
-    if (block_plain && tid == 0) softmax_block_lane0<BQ, BK>(Ps, Dg, RowMax, RowSum, p.scale);
-    if (!block_plain && has_row) {
-      row_max = RowMax[tid];
-      row_sum = RowSum[tid];
-    }
-    if (!block_plain && has_row) {
-#else
     if (has_row) {
-#endif
       threadgroup float* row = Ps + tid * BK;
       float block_max = -INFINITY;
       // A block with nothing masked in this row takes a branch-free loop (the simulator
@@ -371,10 +489,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
       row_sum = row_sum * correction + block_sum;
       row_max = new_max;
       Dg[(tid / 8) * 64 + (tid % 8) * 9] = correction;
-#if defined(METALSIM_VECTOR_BYTES)
-      RowMax[tid] = row_max;
-      RowSum[tid] = row_sum;
-#endif
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -395,12 +509,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   for (int pp = 0; pp < NP; ++pp)
     if (p.Dv > 32 * pp) store_panel(O[pp], Qs + 32 * pp, DMAX);
   threadgroup_barrier(mem_flags::mem_threadgroup);
-#if defined(METALSIM_VECTOR_BYTES)
-  if (has_row) {
-    row_max = RowMax[tid];
-    row_sum = RowSum[tid];
-  }
-#endif
   if (has_row && i < p.L) {
     const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
     device T* o = out + b * p.o_bs + h * p.o_hs + i * p.o_ls;
