@@ -31,10 +31,9 @@
 // backward (and the debug mask) regenerate exactly the forward's mask.
 //
 // The simulator (METALSIM_VECTOR_BYTES) runs a SIMD group's lanes one after another, so
-// there, without a mask or dropout, lane 0 computes the forward's whole block alone
-// (attention_forward_lane0: no barriers, no SIMD-group matrix objects), and softmaxes a
-// backward block with nothing masked or dropped for all lanes, vectorised (the start of
-// probabilities_column); otherwise the code is the GPU's.
+// there, without a mask or dropout, lane 0 computes each kernel's whole block alone
+// (the *_lane0 functions: no barriers, no SIMD-group matrix objects); masked and dropout
+// calls run the same code as the GPU.
 //
 // All products accumulate in float32; half and bfloat convert when staged.
 #include <metal_stdlib>
@@ -162,40 +161,6 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
   return s;
 }
 
-#if defined(METALSIM_VECTOR_BYTES)
-// The simulator's exp for loops along a row that its lane 0 runs for the whole SIMD
-// group (below): straight-line float arithmetic GCC vectorises, where a call to the
-// library's expf keeps the loop scalar. exp(x) = 2^n exp(r), n = round(x / ln 2),
-// r = x - n ln 2 in two parts (|r| <= ln 2 / 2), exp(r) by its Taylor polynomial to
-// r^8 / 8!: within 2 ulp of expf (Metal's exp is specified to 4 ulp). Results below
-// 2^-126 flush to 0; NaN stays NaN and +inf is +inf.
-inline float sim_exp(float x) {
-  // Comparisons and adds only (fmin/fmax/rint are library calls in scalar loops):
-  // adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
-  float xc = x < -87.5f ? -87.5f : x;
-  xc = xc > 88.5f ? 88.5f : xc;
-  const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
-  const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
-  float e = 2.48015873e-5f;  // 1/8!
-  e = e * r + 1.98412698e-4f;
-  e = e * r + 1.38888889e-3f;
-  e = e * r + 8.33333333e-3f;
-  e = e * r + 4.16666667e-2f;
-  e = e * r + 1.66666667e-1f;
-  e = e * r + 0.5f;
-  e = e * r + 1.0f;
-  e = e * r + 1.0f;
-  const int ni = int(n);
-  // 2^n in two factors so that n = 128 (x up to 88.72) does not overflow the exponent.
-  const float half_scale = as_type<float>((ni / 2 + 127) << 23);
-  const float rest = as_type<float>((ni - ni / 2 + 127) << 23);
-  float y = e * half_scale * rest;
-  y = x < -87.33654f ? 0.0f : y;
-  y = x > 88.7228394f ? INFINITY : y;
-  return x != x ? x : y;
-}
-#endif
-
 // ---- forward ----
 
 #if defined(METALSIM_VECTOR_BYTES)
@@ -221,7 +186,15 @@ inline float sim_exp(float x) {
 #define AT_W 4
 #define AT_ACC 8
 #endif
-typedef float at_vec __attribute__((vector_size(4 * AT_W), aligned(4)));
+typedef float at_v4 __attribute__((vector_size(16), aligned(4)));
+typedef float at_v8 __attribute__((vector_size(32), aligned(4)));
+typedef float at_v16 __attribute__((vector_size(64), aligned(4)));
+// Vectors of W floats (AT_W, or the rows' whole length N when shorter: the wide tile
+// class's 8-row backward blocks).
+template <int W> struct at_vec_of;
+template <> struct at_vec_of<4> { typedef at_v4 type; };
+template <> struct at_vec_of<8> { typedef at_v8 type; };
+template <> struct at_vec_of<16> { typedef at_v16 type; };
 
 constant float at_zeros[64] = {};
 // One counted SIMD-group matrix call on every lane (lane 0 loads 64 zeros).
@@ -240,7 +213,8 @@ enum at_init { at_accumulate, at_from_zero, at_rescaled };
 template <int N, int R, at_init INIT, typename TA>
 METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, const float* b, int K, int m0,
                          const float* corr) {
-  constexpr int NV = N / AT_W;
+  constexpr int W = N < AT_W ? N : AT_W, NV = N / W;
+  typedef typename at_vec_of<W>::type at_vec;
   at_vec x[R][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -249,10 +223,10 @@ METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, c
       if (INIT == at_from_zero) {
         x[r][v] = at_vec{};
       } else {
-        __builtin_memcpy(&x[r][v], acc + (m0 + r) * N + v * AT_W, sizeof(at_vec));
+        __builtin_memcpy(&x[r][v], acc + (m0 + r) * N + v * W, sizeof(at_vec));
         if (INIT == at_rescaled) {
           at_vec c;
-          __builtin_memcpy(&c, corr + v * AT_W, sizeof c);
+          __builtin_memcpy(&c, corr + v * W, sizeof c);
           x[r][v] *= c;
         }
       }
@@ -261,7 +235,7 @@ METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, c
   for (int k = 0; k < K; ++k, ar += a_ks) {
     at_vec bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + k * N + v * AT_W, sizeof(at_vec));
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + k * N + v * W, sizeof(at_vec));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float s = float(ar[r * a_ms]);
@@ -272,15 +246,16 @@ METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, c
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) __builtin_memcpy(acc + (m0 + r) * N + v * AT_W, &x[r][v], sizeof(at_vec));
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(acc + (m0 + r) * N + v * W, &x[r][v], sizeof(at_vec));
 }
 
 // acc [M][N] = (per INIT) acc + A (M x K, strided, any T) @ b (dense [K][N]).
 template <int N, at_init INIT, typename TA>
 METAL_FUNC void at_product(float* acc, int M, const device TA* a, long a_ms, long a_ks, const float* b, int K,
                            const float* corr = nullptr) {
-  static_assert(N % AT_W == 0, "rows of whole vectors");
-  constexpr int R = AT_ACC / (N / AT_W) > 0 ? AT_ACC / (N / AT_W) : 1;
+  constexpr int W = N < AT_W ? N : AT_W;
+  static_assert(N % W == 0 && W >= 4, "rows of whole vectors");
+  constexpr int R = AT_ACC / (N / W) > 0 ? AT_ACC / (N / W) : 1;
   int m0 = 0;
   for (; m0 + R <= M; m0 += R) at_block<N, R, INIT>(acc, a, a_ms, a_ks, b, K, m0, corr);
   for (; m0 < M; ++m0) at_block<N, 1, INIT>(acc, a, a_ms, a_ks, b, K, m0, corr);
@@ -531,38 +506,6 @@ METAL_FUNC void probabilities_column(constant AttentionParams& p, const device T
   const long bh = b * p.Hq + h, j = k0 + long(tid);
   const bool has_column = int(tid) < BK;
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
-#if defined(METALSIM_VECTOR_BYTES)
-  // The simulator runs the 32 lanes one after another, so per-lane loops and barriers
-  // are most of its time. A block with nothing masked or dropped (uniform over the SIMD
-  // group) is computed by lane 0 alone, along each row (vectorised, sim_exp), the same
-  // per-element arithmetic as the column loop below, into a private block that it then
-  // writes transposed: one barrier instead of two, and no per-lane loops.
-  const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && k0 + BK <= p.S && q0 + BQB <= p.L &&
-                           (p.causal == 0 || k0 + BK - 1 <= q0);
-  if (block_plain) {
-    if (tid == 0) {
-      const float scale = p.scale;
-      float pblock[BQB][BK], dsblock[BQB][BK];
-      for (int r = 0; r < BQB; ++r) {
-        const float lse = lse_rows[r], delta = delta_rows[r];
-        const threadgroup float* srow = sbuf + r * BK;
-        const threadgroup float* dprow = dpbuf + r * BK;
-        for (int c = 0; c < BK; ++c) {
-          const float prob = sim_exp(srow[c] * scale - lse);
-          pblock[r][c] = prob;
-          dsblock[r][c] = prob * (dprow[c] - delta);
-        }
-      }
-      for (int c = 0; c < BK; ++c)
-        for (int r = 0; r < BQB; ++r) {
-          sbuf[c * BQB + r] = pblock[r][c];
-          dpbuf[c * BQB + r] = dsblock[r][c];
-        }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    return;
-  }
-#endif
   float pt[BQB], dst[BQB];
   // Nothing masked or dropped in this column for these rows: a branch-free loop (every
   // row then has an unmasked key, so its logsumexp is finite).
@@ -612,6 +555,129 @@ METAL_FUNC void stage_query_block(constant AttentionParams& p, const device T* q
   }
 }
 
+#if defined(METALSIM_VECTOR_BYTES)
+// The simulator's backward for key rows k0.. (BK of them) of key head hk, on lane 0 (see
+// the lane-0 section above): K^T and V^T staged once; per query head of the group and
+// block of AT_BWD_ROWS query rows, S = Q K^T and dP = dO V^T (query rows as rows, the
+// keys side by side), P and dS = P * (dP - delta) per element, dV^T += dO^T P and
+// dK^T += Q^T dS; Q and dO are read in place. Per element the arithmetic of
+// attention_backward_kv and probabilities_column.
+#define AT_BWD_ROWS 64
+template <typename T, int BK, int DMAX>
+METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const device T* q, const device T* k,
+                                            const device T* v, const device T* grad_out, const device float* lse,
+                                            const device float* delta, device T* grad_k, device T* grad_v, long b,
+                                            long hk, long k0) {
+  constexpr int QB = AT_BWD_ROWS;
+  float kt[DMAX * BK], vt[DMAX * BK], dkt[DMAX * BK], dvt[DMAX * BK];  // K^T, V^T, dK^T, dV^T [d][BK]
+  float sb[QB * BK], dpb[QB * BK];                                     // S then P, dP then dS [QB][BK]
+  const int D = int(p.D), Dv = int(p.Dv);
+  const int nk = int(min(long(BK), p.S - k0));
+  at_stage_transposed<BK>(kt, k + b * p.k_bs + hk * p.k_hs + k0 * p.k_ls, p.k_ls, p.k_ds, nk, D);
+  at_stage_transposed<BK>(vt, v + b * p.v_bs + hk * p.v_hs + k0 * p.v_ls, p.v_ls, p.v_ds, nk, Dv);
+  for (int i = 0; i < D * BK; ++i) dkt[i] = 0.0f;
+  for (int i = 0; i < Dv * BK; ++i) dvt[i] = 0.0f;
+  const float scale = p.scale;
+  const long groups = p.Hq / p.Hk;
+  const long qstart = p.causal != 0 ? k0 / QB * QB : 0;  // causal: rows before k0 see none of these keys
+  for (long h = hk * groups; h < (hk + 1) * groups; ++h) {
+    const long bh = b * p.Hq + h;
+    for (long q0 = qstart; q0 < p.L; q0 += QB) {
+      const int nq = int(min(long(QB), p.L - q0));
+      const device T* qr = q + b * p.q_bs + h * p.q_hs + q0 * p.q_ls;
+      const device T* gr = grad_out + b * p.g_bs + h * p.g_hs + q0 * p.g_ls;
+      at_product<BK, at_from_zero>(sb, nq, qr, p.q_ls, p.q_ds, kt, D);    // S [nq][BK]
+      at_product<BK, at_from_zero>(dpb, nq, gr, p.g_ls, p.g_ds, vt, Dv);  // dP
+      const bool whole = nk == BK && (p.causal == 0 || k0 + BK - 1 <= q0);
+      for (int r = 0; r < nq; ++r) {
+        const float l = lse[bh * p.L + q0 + r], dl = delta[bh * p.L + q0 + r];
+        float* s = sb + r * BK;
+        float* dp = dpb + r * BK;
+        if (whole) {  // nothing masked: every row then has an unmasked key, a finite logsumexp
+          for (int c = 0; c < BK; ++c) {
+            const float prob = exp(s[c] * scale - l);
+            s[c] = prob;
+            dp[c] = prob * (dp[c] - dl);
+          }
+        } else {
+          for (int c = 0; c < BK; ++c) {
+            const bool in = c < nk && (p.causal == 0 || k0 + c <= q0 + r) && l != -INFINITY;
+            float prob = exp(s[c] * scale - l);
+            prob = in ? prob : 0.0f;
+            s[c] = prob;
+            dp[c] = prob * (dp[c] - dl);
+          }
+        }
+      }
+      // dV^T [Dv][BK] += dO^T P, dK^T [D][BK] += Q^T dS: row d, query row i is dO[i][d], Q[i][d].
+      at_product<BK, at_accumulate>(dvt, Dv, gr, p.g_ds, p.g_ls, sb, nq);
+      at_product<BK, at_accumulate>(dkt, D, qr, p.q_ds, p.q_ls, dpb, nq);
+    }
+  }
+  const long bhk = b * p.Hk + hk;
+  for (int j = 0; j < nk; ++j) {
+    // grad_k, grad_v: dense [B, Hk, S, D] / [.., Dv].
+    device T* gk = grad_k + (bhk * p.S + k0 + j) * p.D;
+    device T* gv = grad_v + (bhk * p.S + k0 + j) * p.Dv;
+    for (int d = 0; d < D; ++d) gk[d] = T(dkt[d * BK + j] * scale);
+    for (int d = 0; d < Dv; ++d) gv[d] = T(dvt[d * BK + j]);
+  }
+}
+
+// The simulator's dQ for query rows q0.. (BQB of them) of head h, on lane 0: Q^T and dO^T
+// staged once; per block of BK keys, S^T = K Q^T and dP^T = V dO^T (keys as rows, the
+// query rows side by side), dS^T = P^T * (dP^T - delta), dQ^T += K^T dS^T; K and V are
+// read in place. Per element the arithmetic of attention_backward_q and probabilities_column.
+template <typename T, int BQB, int BK, int DMAX>
+METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const device T* q, const device T* k,
+                                           const device T* v, const device T* grad_out, const device float* lse,
+                                           const device float* delta, device T* grad_q, long b, long h, long q0) {
+  float qt[DMAX * BQB], gt[DMAX * BQB], dqt[DMAX * BQB];  // Q^T, dO^T, dQ^T [d][BQB]
+  float st[BK * BQB], dpt[BK * BQB];                       // S^T, dP^T then dS^T [BK][BQB]
+  float lr[BQB], dr[BQB];                                  // the rows' logsumexp and delta
+  const int D = int(p.D), Dv = int(p.Dv);
+  const int nq = int(min(long(BQB), p.L - q0));
+  const long bh = b * p.Hq + h, hk = h / (p.Hq / p.Hk);
+  at_stage_transposed<BQB>(qt, q + b * p.q_bs + h * p.q_hs + q0 * p.q_ls, p.q_ls, p.q_ds, nq, D);
+  at_stage_transposed<BQB>(gt, grad_out + b * p.g_bs + h * p.g_hs + q0 * p.g_ls, p.g_ls, p.g_ds, nq, Dv);
+  for (int r = 0; r < BQB; ++r) {
+    lr[r] = r < nq ? lse[bh * p.L + q0 + r] : -INFINITY;
+    dr[r] = r < nq ? delta[bh * p.L + q0 + r] : 0.0f;
+  }
+  for (int i = 0; i < D * BQB; ++i) dqt[i] = 0.0f;
+  const device T* kb = k + b * p.k_bs + hk * p.k_hs;
+  const device T* vb = v + b * p.v_bs + hk * p.v_hs;
+  const float scale = p.scale;
+  const long kend = p.causal != 0 ? min(p.S, q0 + BQB) : p.S;
+  for (long k0 = 0; k0 < kend; k0 += BK) {
+    const int nk = int(min(long(BK), p.S - k0));
+    at_product<BQB, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);    // S^T [nk][BQB]
+    at_product<BQB, at_from_zero>(dpt, nk, vb + k0 * p.v_ls, p.v_ls, p.v_ds, gt, Dv);  // dP^T
+    const bool whole = nq == BQB && (p.causal == 0 || k0 + nk - 1 <= q0);
+    for (int j = 0; j < nk; ++j) {
+      float* s = st + j * BQB;
+      float* dp = dpt + j * BQB;
+      if (whole) {
+        for (int r = 0; r < BQB; ++r) dp[r] = exp(s[r] * scale - lr[r]) * (dp[r] - dr[r]);
+      } else {
+        for (int r = 0; r < BQB; ++r) {
+          const bool in = r < nq && (p.causal == 0 || k0 + j <= q0 + r) && lr[r] != -INFINITY;
+          float prob = exp(s[r] * scale - lr[r]);
+          prob = in ? prob : 0.0f;
+          dp[r] = prob * (dp[r] - dr[r]);
+        }
+      }
+    }
+    // dQ^T [D][BQB] += K^T dS^T: row d, key j is K[k0 + j][d].
+    at_product<BQB, at_accumulate>(dqt, D, kb + k0 * p.k_ls, p.k_ds, p.k_ls, dpt, nk);
+  }
+  for (int r = 0; r < nq; ++r) {
+    device T* gq = grad_q + (bh * p.L + q0 + r) * p.D;  // dense [B, Hq, L, D]
+    for (int d = 0; d < D; ++d) gq[d] = T(dqt[d * BQB + r] * scale);
+  }
+}
+#endif
+
 template <typename T, int DMAX>
 kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
                                   const device T* v [[buffer(2)]], const device T* mask [[buffer(3)]],
@@ -632,6 +698,13 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
   const long bhk = long(group.y), b = bhk / p.Hk, hk = bhk % p.Hk, groups = p.Hq / p.Hk;
   const long k0 = long(group.x) * BK;
   const int dq = pad8(p.D), dv = pad8(p.Dv), ldq = pad32(p.D), ldo = pad32(p.Dv);
+#if defined(METALSIM_VECTOR_BYTES)
+  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform over the SIMD group
+    AT_COUNT_CALL();
+    if (tid == 0) attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_k, grad_v, b, hk, k0);
+    return;
+  }
+#endif
   stage(KT, 1, BK, k + b * p.k_bs + hk * p.k_hs, p.k_ls, p.k_ds, k0, p.S, p.D, BK, dq, tid);
   stage(VT, 1, BK, v + b * p.v_bs + hk * p.v_hs, p.v_ls, p.v_ds, k0, p.S, p.Dv, BK, dv, tid);
   // Staged before anything reads or (with no query block to visit, causal) overwrites them.
@@ -710,6 +783,13 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
   const int dq = pad8(p.D), dv = pad8(p.Dv), ldq = pad32(p.D), ldo = pad32(p.Dv);
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform over the SIMD group (no mask: no mask gradient)
+    AT_COUNT_CALL();
+    if (tid == 0) attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_q, b, h, q0);
+    return;
+  }
+#endif
   stage_query_block<BQB>(p, q, grad_out, lse, delta, Qs, ldq, dOs, ldo, lse_rows, delta_rows, b, h, q0, tid);
 
   simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
