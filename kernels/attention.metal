@@ -277,9 +277,12 @@ METAL_FUNC void at_stage_transposed(float* dst, const device T* src, long rs, lo
 // softmax update of every row at once, O^T = O^T * correction + V^T P^T; then O = O^T^T
 // / row sum and the logsumexp. The rows' arithmetic is attention_forward's per-row loop's.
 template <typename T, int BQ, int BK, int DMAX>
-METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const device T* qb, const device T* kb,
-                                        const device T* vb, device T* out, device float* lse, long b, long h,
-                                        long q0) {
+METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const device T* q, const device T* k,
+                                        const device T* v, device T* out, device float* lse, long bh, long q0) {
+  const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
+  const device T* qb = q + b * p.q_bs + h * p.q_hs;
+  const device T* kb = k + b * p.k_bs + hk * p.k_hs;
+  const device T* vb = v + b * p.v_bs + hk * p.v_hs;
   float qt[DMAX * BQ], ot[DMAX * BQ], st[BK * BQ];  // Q^T [D][BQ], O^T [Dv][BQ], S^T and P^T [BK][BQ]
   float row_max[BQ], row_sum[BQ], corr[BQ];
   const int D = int(p.D), Dv = int(p.Dv);
@@ -342,7 +345,6 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
     at_product<BQ, at_rescaled>(ot, Dv, vb + k0 * p.v_ls, p.v_ds, p.v_ls, st, nk, corr);
   }
   // O / row sum; a row with no unmasked key gives 0, as CPU's SDPA does.
-  const long bh = b * p.Hq + h;
   for (int r = 0; r < nq; ++r) {
     const float inv = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
     device T* o = out + b * p.o_bs + h * p.o_hs + (q0 + r) * p.o_ls;
@@ -359,6 +361,15 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
                               device float* debug [[buffer(6)]], constant AttentionParams& p [[buffer(7)]],
                               uint3 group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BQ = at_blocks_for(DMAX).bq, BK = at_blocks_for(DMAX).bk;
+#if defined(METALSIM_VECTOR_BYTES)
+  // Uniform over the SIMD group. Before the threadgroup variables: the simulator
+  // allocates them on every lane.
+  if (p.has_mask == 0 && p.dropout == 0.0f && p.debug == 0) {
+    AT_COUNT_CALL();
+    if (tid == 0) attention_forward_lane0<T, BQ, BK, DMAX>(p, q, k, v, out, lse, long(group.y), long(group.x) * BQ);
+    return;
+  }
+#endif
   constexpr int NP = DMAX / 32;  // 32-column panels of the output
   threadgroup float Qs[BQ * DMAX];  // [BQ][dq]; at the end O [BQ][DMAX]
   threadgroup float KT[DMAX * BK];  // [dq][BK]
@@ -372,13 +383,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   const device T* qb = q + b * p.q_bs + h * p.q_hs;
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
-#if defined(METALSIM_VECTOR_BYTES)
-  if (p.has_mask == 0 && p.dropout == 0.0f && p.debug == 0) {  // uniform over the SIMD group
-    AT_COUNT_CALL();
-    if (tid == 0) attention_forward_lane0<T, BQ, BK, DMAX>(p, qb, kb, vb, out, lse, b, h, q0);
-    return;
-  }
-#endif
 
   stage(Qs, dq, 1, qb, p.q_ls, p.q_ds, q0, p.L, p.D, BQ, dq, tid);
   for (int i = int(tid); i < BQ * 8; i += AT_THREADS) Dg[i] = 0.0f;
@@ -566,8 +570,9 @@ METAL_FUNC void stage_query_block(constant AttentionParams& p, const device T* q
 template <typename T, int BK, int DMAX>
 METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const device T* q, const device T* k,
                                             const device T* v, const device T* grad_out, const device float* lse,
-                                            const device float* delta, device T* grad_k, device T* grad_v, long b,
-                                            long hk, long k0) {
+                                            const device float* delta, device T* grad_k, device T* grad_v, long bhk,
+                                            long k0) {
+  const long b = bhk / p.Hk, hk = bhk % p.Hk;
   constexpr int QB = AT_BWD_ROWS;
   float kt[DMAX * BK], vt[DMAX * BK], dkt[DMAX * BK], dvt[DMAX * BK];  // K^T, V^T, dK^T, dV^T [d][BK]
   float sb[QB * BK], dpb[QB * BK];                                     // S then P, dP then dS [QB][BK]
@@ -614,7 +619,6 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
       at_product<BK, at_accumulate>(dkt, D, qr, p.q_ds, p.q_ls, dpb, nq);
     }
   }
-  const long bhk = b * p.Hk + hk;
   for (int j = 0; j < nk; ++j) {
     // grad_k, grad_v: dense [B, Hk, S, D] / [.., Dv].
     device T* gk = grad_k + (bhk * p.S + k0 + j) * p.D;
@@ -631,13 +635,13 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
 template <typename T, int BQB, int BK, int DMAX>
 METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const device T* q, const device T* k,
                                            const device T* v, const device T* grad_out, const device float* lse,
-                                           const device float* delta, device T* grad_q, long b, long h, long q0) {
+                                           const device float* delta, device T* grad_q, long bh, long q0) {
+  const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   float qt[DMAX * BQB], gt[DMAX * BQB], dqt[DMAX * BQB];  // Q^T, dO^T, dQ^T [d][BQB]
   float st[BK * BQB], dpt[BK * BQB];                       // S^T, dP^T then dS^T [BK][BQB]
   float lr[BQB], dr[BQB];                                  // the rows' logsumexp and delta
   const int D = int(p.D), Dv = int(p.Dv);
   const int nq = int(min(long(BQB), p.L - q0));
-  const long bh = b * p.Hq + h, hk = h / (p.Hq / p.Hk);
   at_stage_transposed<BQB>(qt, q + b * p.q_bs + h * p.q_hs + q0 * p.q_ls, p.q_ls, p.q_ds, nq, D);
   at_stage_transposed<BQB>(gt, grad_out + b * p.g_bs + h * p.g_hs + q0 * p.g_ls, p.g_ls, p.g_ds, nq, Dv);
   for (int r = 0; r < BQB; ++r) {
@@ -687,6 +691,15 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
                                   uint3 group [[threadgroup_position_in_grid]],
                                   uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+    AT_COUNT_CALL();
+    if (tid == 0)
+      attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_k, grad_v, long(group.y),
+                                               long(group.x) * BK);
+    return;
+  }
+#endif
   constexpr int NP = DMAX / 32;  // 32-column panels of dK and dV
   threadgroup float KT[DMAX * BK];    // [dq][BK]; at the end dK [BK][DMAX]
   threadgroup float VT[DMAX * BK];    // [dv][BK]; at the end dV [BK][DMAX]
@@ -698,13 +711,6 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
   const long bhk = long(group.y), b = bhk / p.Hk, hk = bhk % p.Hk, groups = p.Hq / p.Hk;
   const long k0 = long(group.x) * BK;
   const int dq = pad8(p.D), dv = pad8(p.Dv), ldq = pad32(p.D), ldo = pad32(p.Dv);
-#if defined(METALSIM_VECTOR_BYTES)
-  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform over the SIMD group
-    AT_COUNT_CALL();
-    if (tid == 0) attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_k, grad_v, b, hk, k0);
-    return;
-  }
-#endif
   stage(KT, 1, BK, k + b * p.k_bs + hk * p.k_hs, p.k_ls, p.k_ds, k0, p.S, p.D, BK, dq, tid);
   stage(VT, 1, BK, v + b * p.v_bs + hk * p.v_hs, p.v_ls, p.v_ds, k0, p.S, p.Dv, BK, dv, tid);
   // Staged before anything reads or (with no query block to visit, causal) overwrites them.
@@ -770,6 +776,15 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
                                  uint3 group [[threadgroup_position_in_grid]],
                                  uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+    AT_COUNT_CALL();
+    if (tid == 0)
+      attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_q, long(group.y),
+                                                   long(group.x) * BQB);
+    return;
+  }
+#endif
   constexpr int NP = DMAX / 32;  // 32-row panels of dQ^T
   threadgroup float KT[DMAX * BK];    // [ldq][BK], rows past D zero; at the end dQ^T [DMAX][BQB]
   threadgroup float VT[DMAX * BK];    // [dv][BK]
@@ -783,13 +798,6 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
   const int dq = pad8(p.D), dv = pad8(p.Dv), ldq = pad32(p.D), ldo = pad32(p.Dv);
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
-#if defined(METALSIM_VECTOR_BYTES)
-  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform over the SIMD group (no mask: no mask gradient)
-    AT_COUNT_CALL();
-    if (tid == 0) attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_q, b, h, q0);
-    return;
-  }
-#endif
   stage_query_block<BQB>(p, q, grad_out, lse, delta, Qs, ldq, dOs, ldo, lse_rows, delta_rows, b, h, q0, tid);
 
   simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
