@@ -210,7 +210,7 @@ enum at_init { at_accumulate, at_from_zero, at_rescaled };
 // element-wise, by INIT) + sum_{k < K} A(m, k) b[k][:], A(m, k) = a[m * a_ms + k * a_ks]
 // read as a scalar (any strides, any T), b dense [K][N]. R rows x N / AT_W vectors of
 // accumulators stay in registers over k.
-template <int N, int R, at_init INIT, typename TA>
+template <int N, int R, at_init INIT, bool UNIT, typename TA>
 METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, const float* b, int K, int m0,
                          const float* corr) {
   constexpr int W = N < AT_W ? N : AT_W, NV = N / W;
@@ -238,7 +238,7 @@ METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, c
     for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + k * N + v * W, sizeof(at_vec));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const float s = float(ar[r * a_ms]);
+      const float s = float(ar[UNIT ? r : r * a_ms]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) x[r][v] += s * bv[v];
     }
@@ -255,10 +255,18 @@ METAL_FUNC void at_product(float* acc, int M, const device TA* a, long a_ms, lon
                            const float* corr = nullptr) {
   constexpr int W = N < AT_W ? N : AT_W;
   static_assert(N % W == 0 && W >= 4, "rows of whole vectors");
+  // Rows of A one element apart (a_ms == 1) are read at constant offsets; rows a
+  // run-time stride apart need a register per row's offset, so at most 8 of them (16
+  // spilled the offsets to the stack, a reload per multiply-add).
   constexpr int R = AT_ACC / (N / W) > 0 ? AT_ACC / (N / W) : 1;
+  constexpr int RS = R < 8 ? R : 8;
   int m0 = 0;
-  for (; m0 + R <= M; m0 += R) at_block<N, R, INIT>(acc, a, a_ms, a_ks, b, K, m0, corr);
-  for (; m0 < M; ++m0) at_block<N, 1, INIT>(acc, a, a_ms, a_ks, b, K, m0, corr);
+  if (a_ms == 1) {
+    for (; m0 + R <= M; m0 += R) at_block<N, R, INIT, true>(acc, a, a_ms, a_ks, b, K, m0, corr);
+  } else {
+    for (; m0 + RS <= M; m0 += RS) at_block<N, RS, INIT, false>(acc, a, a_ms, a_ks, b, K, m0, corr);
+  }
+  for (; m0 < M; ++m0) at_block<N, 1, INIT, true>(acc, a, a_ms, a_ks, b, K, m0, corr);
 }
 
 // dst[c][r] = float(src[r * rs + c * cs]) for r < rows, c < cols (a block of an operand,
