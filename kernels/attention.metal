@@ -614,9 +614,11 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
           }
         } else {
           for (int c = 0; c < BK; ++c) {
+            // Masked: exp(-inf) = 0. The select goes before exp: after it, GCC computes exp
+            // only where it is kept, in a branch, and the loop stays scalar.
             const bool in = c < nk && (p.causal == 0 || k0 + c <= q0 + r) && l != -INFINITY;
-            float prob = exp(s[c] * scale - l);
-            prob = in ? prob : 0.0f;
+            const float x = s[c] * scale - l;
+            const float prob = exp(in ? x : -INFINITY);
             s[c] = prob;
             dp[c] = prob * (dp[c] - dl);
           }
@@ -674,8 +676,8 @@ METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const de
       } else {
         for (int r = 0; r < BQB; ++r) {
           const bool in = r < nq && (p.causal == 0 || k0 + j <= q0 + r) && lr[r] != -INFINITY;
-          float prob = exp(s[r] * scale - lr[r]);
-          prob = in ? prob : 0.0f;
+          const float x = s[r] * scale - lr[r];
+          const float prob = exp(in ? x : -INFINITY);  // the select before exp (see the kv kernel)
           dp[r] = prob * (dp[r] - dr[r]);
         }
       }
