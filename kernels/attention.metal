@@ -161,8 +161,6 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
   return s;
 }
 
-// ---- forward ----
-
 #if defined(METALSIM_VECTOR_BYTES)
 // ---- the simulator's lane-0 kernels ----
 //
@@ -174,8 +172,9 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
 // register-blocked loops over plain float arrays, the softmax with the rows side by
 // side (vectorised, metal::exp), the other lanes only count one SIMD-group call so the
 // simulator's divergence check still sees them (as kernels/matmul.metal's simulator
-// branch does). Per element the arithmetic is the #else branch's: products summed in
-// the order of k, one multiply-add each, the softmax's steps in the order of the keys.
+// branch does). Per element the steps are the #else branch's: products summed in the
+// order of k, one multiply-add each, the softmax's steps in the order of the keys (not
+// bit for bit: the GPU code also adds the zero padding of partial blocks).
 #if METALSIM_VECTOR_BYTES >= 64
 #define AT_W 16    // floats per vector register
 #define AT_ACC 16  // accumulator registers per register block (of 32)
@@ -198,9 +197,9 @@ template <> struct at_vec_of<16> { typedef at_v16 type; };
 
 constant float at_zeros[64] = {};
 // One counted SIMD-group matrix call on every lane (lane 0 loads 64 zeros).
-#define AT_COUNT_CALL()      \
-  {                          \
-    simdgroup_float8x8 mark; \
+#define AT_COUNT_CALL()                \
+  {                                    \
+    simdgroup_float8x8 mark;           \
     simdgroup_load(mark, at_zeros, 8); \
   }
 
@@ -208,8 +207,8 @@ enum at_init { at_accumulate, at_from_zero, at_rescaled };
 
 // Rows m0..m0+R of acc (N floats each): acc[m] (zero, or times the vector `corr`
 // element-wise, by INIT) + sum_{k < K} A(m, k) b[k][:], A(m, k) = a[m * a_ms + k * a_ks]
-// read as a scalar (any strides, any T), b dense [K][N]. R rows x N / AT_W vectors of
-// accumulators stay in registers over k.
+// read as a scalar (any strides, any T; UNIT: a_ms is 1), b dense [K][N]. R rows x N / W
+// vectors of accumulators stay in registers over k.
 template <int N, int R, at_init INIT, bool UNIT, typename TA>
 METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, const float* b, int K, int m0,
                          const float* corr) {
@@ -361,6 +360,8 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
   }
 }
 #endif
+
+// ---- forward ----
 
 template <typename T, int DMAX>
 kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
