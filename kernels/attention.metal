@@ -31,9 +31,9 @@
 // backward (and the debug mask) regenerate exactly the forward's mask.
 //
 // The simulator (METALSIM_VECTOR_BYTES) runs a SIMD group's lanes one after another, so
-// there lane 0 softmaxes a block with nothing masked or dropped for all of them,
-// vectorised (softmax_block_lane0, and the start of probabilities_column); the GPU
-// code is the per-row / per-column loop.
+// there, without a mask or dropout, lane 0 computes each kernel's whole block alone
+// (the *_lane0 functions: no barriers, no SIMD-group matrix objects); masked and dropout
+// calls run the same code as the GPU.
 //
 // All products accumulate in float32; half and bfloat convert when staged.
 #include <metal_stdlib>
@@ -61,8 +61,7 @@ struct AttentionParams {
 // Block sizes of a tile class (DMAX: the largest head dim it takes, 64 or 128), mirrored
 // by backend/ops/attention.cpp. The threadgroup memory of each kernel (floats; the
 // limit is 32 KiB):
-//   forward      BQ*DMAX + DMAX*BK + BK*DMAX + BQ*BK + BQ*8   (64: 29.0 KiB, 128: 25.5 KiB;
-//                the simulator adds 2*BQ for the rows' state)
+//   forward      BQ*DMAX + DMAX*BK + BK*DMAX + BQ*BK + BQ*8   (64: 29.0 KiB, 128: 25.5 KiB)
 //   backward_kv  2*DMAX*BK + 2*BQB*DMAX + 2*BQB*BK + 2*BQB    (64: 28.1 KiB, 128: 25.1 KiB)
 //   backward_q   the same                                     (the same)
 struct at_blocks {
@@ -163,84 +162,206 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
 }
 
 #if defined(METALSIM_VECTOR_BYTES)
-// The simulator's exp for loops along a row that its lane 0 runs for the whole SIMD
-// group (below): straight-line float arithmetic GCC vectorises, where a call to the
-// library's expf keeps the loop scalar. exp(x) = 2^n exp(r), n = round(x / ln 2),
-// r = x - n ln 2 in two parts (|r| <= ln 2 / 2), exp(r) by its Taylor polynomial to
-// r^8 / 8!: within 2 ulp of expf (Metal's exp is specified to 4 ulp). Results below
-// 2^-126 flush to 0; NaN stays NaN and +inf is +inf.
-inline float sim_exp(float x) {
-  // Comparisons and adds only (fmin/fmax/rint are library calls in scalar loops):
-  // adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
-  float xc = x < -87.5f ? -87.5f : x;
-  xc = xc > 88.5f ? 88.5f : xc;
-  const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
-  const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
-  float e = 2.48015873e-5f;  // 1/8!
-  e = e * r + 1.98412698e-4f;
-  e = e * r + 1.38888889e-3f;
-  e = e * r + 8.33333333e-3f;
-  e = e * r + 4.16666667e-2f;
-  e = e * r + 1.66666667e-1f;
-  e = e * r + 0.5f;
-  e = e * r + 1.0f;
-  e = e * r + 1.0f;
-  const int ni = int(n);
-  // 2^n in two factors so that n = 128 (x up to 88.72) does not overflow the exponent.
-  const float half_scale = as_type<float>((ni / 2 + 127) << 23);
-  const float rest = as_type<float>((ni - ni / 2 + 127) << 23);
-  float y = e * half_scale * rest;
-  y = x < -87.33654f ? 0.0f : y;
-  y = x > 88.7228394f ? INFINITY : y;
-  return x != x ? x : y;
+// ---- the simulator's lane-0 kernels ----
+//
+// The simulator runs a SIMD group's 32 lanes one after another on fibers: every barrier
+// is 32 fiber switches, every SIMD-group matrix call is counted on each lane, and
+// per-lane loops run 32 times in a row. Without a mask or dropout (the common case) its
+// lane 0 therefore computes each whole block alone (attention_forward_lane0 and the two
+// backward ones below), with no barriers and no matrix objects: the products as
+// register-blocked loops over plain float arrays, the softmax with the rows side by
+// side (vectorised, metal::exp), the other lanes only count one SIMD-group call so the
+// simulator's divergence check still sees them (as kernels/matmul.metal's simulator
+// branch does). Per element the steps are the #else branch's: products summed in the
+// order of k, one multiply-add each, the softmax's steps in the order of the keys (not
+// bit for bit: the GPU code also adds the zero padding of partial blocks).
+#if METALSIM_VECTOR_BYTES >= 64
+#define AT_W 16    // floats per vector register
+#define AT_ACC 16  // accumulator registers per register block (of 32)
+#elif METALSIM_VECTOR_BYTES >= 32
+#define AT_W 8
+#define AT_ACC 8  // of 16
+#else
+#define AT_W 4
+#define AT_ACC 8
+#endif
+typedef float at_v4 __attribute__((vector_size(16), aligned(4)));
+typedef float at_v8 __attribute__((vector_size(32), aligned(4)));
+typedef float at_v16 __attribute__((vector_size(64), aligned(4)));
+// Vectors of W floats (AT_W, or the rows' whole length N when shorter: the wide tile
+// class's 8-row backward blocks).
+template <int W> struct at_vec_of;
+template <> struct at_vec_of<4> { typedef at_v4 type; };
+template <> struct at_vec_of<8> { typedef at_v8 type; };
+template <> struct at_vec_of<16> { typedef at_v16 type; };
+
+constant float at_zeros[64] = {};
+// One counted SIMD-group matrix call on every lane (lane 0 loads 64 zeros).
+#define AT_COUNT_CALL()                \
+  {                                    \
+    simdgroup_float8x8 mark;           \
+    simdgroup_load(mark, at_zeros, 8); \
+  }
+
+enum at_init { at_accumulate, at_from_zero, at_rescaled };
+
+// Rows m0..m0+R of acc (N floats each): acc[m] (zero, or times the vector `corr`
+// element-wise, by INIT) + sum_{k < K} A(m, k) b[k][:], A(m, k) = a[m * a_ms + k * a_ks]
+// read as a scalar (any strides, any T; UNIT: a_ms is 1), b dense [K][N]. R rows x N / W
+// vectors of accumulators stay in registers over k.
+template <int N, int R, at_init INIT, bool UNIT, typename TA>
+METAL_FUNC void at_block(float* acc, const device TA* a, long a_ms, long a_ks, const float* b, int K, int m0,
+                         const float* corr) {
+  constexpr int W = N < AT_W ? N : AT_W, NV = N / W;
+  typedef typename at_vec_of<W>::type at_vec;
+  at_vec x[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      if (INIT == at_from_zero) {
+        x[r][v] = at_vec{};
+      } else {
+        __builtin_memcpy(&x[r][v], acc + (m0 + r) * N + v * W, sizeof(at_vec));
+        if (INIT == at_rescaled) {
+          at_vec c;
+          __builtin_memcpy(&c, corr + v * W, sizeof c);
+          x[r][v] *= c;
+        }
+      }
+    }
+  const device TA* ar = a + m0 * a_ms;
+  for (int k = 0; k < K; ++k, ar += a_ks) {
+    at_vec bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + k * N + v * W, sizeof(at_vec));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float s = float(ar[UNIT ? r : r * a_ms]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) x[r][v] += s * bv[v];
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(acc + (m0 + r) * N + v * W, &x[r][v], sizeof(at_vec));
+}
+
+// acc [M][N] = (per INIT) acc + A (M x K, strided, any T) @ b (dense [K][N]).
+template <int N, at_init INIT, typename TA>
+METAL_FUNC void at_product(float* acc, int M, const device TA* a, long a_ms, long a_ks, const float* b, int K,
+                           const float* corr = nullptr) {
+  constexpr int W = N < AT_W ? N : AT_W;
+  static_assert(N % W == 0 && W >= 4, "rows of whole vectors");
+  // Rows of A one element apart (a_ms == 1) are read at constant offsets; rows a
+  // run-time stride apart need a register per row's offset, so at most 8 of them (16
+  // spilled the offsets to the stack, a reload per multiply-add).
+  constexpr int R = AT_ACC / (N / W) > 0 ? AT_ACC / (N / W) : 1;
+  constexpr int RS = R < 8 ? R : 8;
+  int m0 = 0;
+  if (a_ms == 1) {
+    for (; m0 + R <= M; m0 += R) at_block<N, R, INIT, true>(acc, a, a_ms, a_ks, b, K, m0, corr);
+  } else {
+    for (; m0 + RS <= M; m0 += RS) at_block<N, RS, INIT, false>(acc, a, a_ms, a_ks, b, K, m0, corr);
+  }
+  for (; m0 < M; ++m0) at_block<N, 1, INIT, true>(acc, a, a_ms, a_ks, b, K, m0, corr);
+}
+
+// dst[c][r] = float(src[r * rs + c * cs]) for r < rows, c < cols (a block of an operand,
+// transposed, N = the destination's row length), zero for rows..N.
+template <int N, typename T>
+METAL_FUNC void at_stage_transposed(float* dst, const device T* src, long rs, long cs, int rows, int cols) {
+  for (int c = 0; c < cols; ++c) {
+    float* o = dst + c * N;
+    for (int r = 0; r < rows; ++r) o[r] = float(src[r * rs + c * cs]);
+    for (int r = rows; r < N; ++r) o[r] = 0.0f;
+  }
+}
+
+// The forward for query rows q0.. (BQ of them) of head h, on lane 0: per block of BK keys,
+// S^T = K Q^T (keys as rows, the BQ query rows side by side in vectors), the online
+// softmax update of every row at once, O^T = O^T * correction + V^T P^T; then O = O^T^T
+// / row sum and the logsumexp. The rows' arithmetic is attention_forward's per-row loop's.
+template <typename T, int BQ, int BK, int DMAX>
+METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const device T* q, const device T* k,
+                                        const device T* v, device T* out, device float* lse, long bh, long q0) {
+  const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
+  const device T* qb = q + b * p.q_bs + h * p.q_hs;
+  const device T* kb = k + b * p.k_bs + hk * p.k_hs;
+  const device T* vb = v + b * p.v_bs + hk * p.v_hs;
+  float qt[DMAX * BQ], ot[DMAX * BQ], st[BK * BQ];  // Q^T [D][BQ], O^T [Dv][BQ], S^T and P^T [BK][BQ]
+  float row_max[BQ], row_sum[BQ], corr[BQ];
+  const int D = int(p.D), Dv = int(p.Dv);
+  const int nq = int(min(long(BQ), p.L - q0));
+  at_stage_transposed<BQ>(qt, qb + q0 * p.q_ls, p.q_ls, p.q_ds, nq, D);
+  for (int i = 0; i < Dv * BQ; ++i) ot[i] = 0.0f;
+  for (int r = 0; r < BQ; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.0f;
+  }
+  const float scale = p.scale;
+  long kend = p.S;
+  if (p.causal != 0) kend = min(p.S, q0 + BQ);  // keys past the block's last row are masked for all its rows
+  for (long k0 = 0; k0 < kend; k0 += BK) {
+    const int nk = int(min(long(BK), p.S - k0));
+    // S^T [nk][BQ]: row j is key k0 + j against every query row.
+    at_product<BQ, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);
+    // Scores after scale, -inf where masked (keys past S, rows past L, causal); the
+    // block's max per row.
+    float bm[BQ];
+    for (int r = 0; r < BQ; ++r) bm[r] = -INFINITY;
+    const bool whole = nk == BK && nq == BQ && (p.causal == 0 || k0 + BK - 1 <= q0);
+    if (whole) {
+      for (int j = 0; j < BK; ++j)
+        for (int r = 0; r < BQ; ++r) {
+          const float s = st[j * BQ + r] * scale;
+          st[j * BQ + r] = s;
+          bm[r] = s > bm[r] ? s : bm[r];
+        }
+    } else {
+      for (int j = 0; j < BK; ++j)
+        for (int r = 0; r < BQ; ++r) {
+          const bool in = j < nk && r < nq && (p.causal == 0 || k0 + j <= q0 + r);
+          float s = st[j * BQ + r] * scale;
+          s = in ? s : -INFINITY;
+          st[j * BQ + r] = s;
+          bm[r] = s > bm[r] ? s : bm[r];
+        }
+    }
+    float nm[BQ], base[BQ], bs[BQ];
+    for (int r = 0; r < BQ; ++r) {
+      nm[r] = row_max[r] > bm[r] ? row_max[r] : bm[r];
+      corr[r] = nm[r] == -INFINITY ? 1.0f : exp(row_max[r] - nm[r]);
+      // A row masked so far (max -inf) subtracts 0: its scores are all -inf, exp gives
+      // 0. No select around exp in the loop below: GCC would not vectorise it.
+      base[r] = nm[r] == -INFINITY ? 0.0f : nm[r];
+      bs[r] = 0.0f;
+    }
+    for (int j = 0; j < BK; ++j)
+      for (int r = 0; r < BQ; ++r) {
+        const float e = exp(st[j * BQ + r] - base[r]);  // exp(-inf - max) is 0 for masked scores
+        st[j * BQ + r] = e;
+        bs[r] += e;
+      }
+    for (int r = 0; r < BQ; ++r) {
+      row_sum[r] = row_sum[r] * corr[r] + bs[r];
+      row_max[r] = nm[r];
+    }
+    // O^T [Dv][BQ] = O^T * correction + V^T P^T: row d, key j is v[k0 + j][d].
+    at_product<BQ, at_rescaled>(ot, Dv, vb + k0 * p.v_ls, p.v_ds, p.v_ls, st, nk, corr);
+  }
+  // O / row sum; a row with no unmasked key gives 0, as CPU's SDPA does.
+  for (int r = 0; r < nq; ++r) {
+    const float inv = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+    device T* o = out + b * p.o_bs + h * p.o_hs + (q0 + r) * p.o_ls;
+    for (int d = 0; d < Dv; ++d) o[d * p.o_ds] = T(ot[d * BQ + r] * inv);
+    lse[bh * p.L + q0 + r] = row_sum[r] > 0.0f ? row_max[r] + log(row_sum[r]) : -INFINITY;
+  }
 }
 #endif
 
 // ---- forward ----
-
-#if defined(METALSIM_VECTOR_BYTES)
-// The simulator's online-softmax update of a whole BQ x BK block of scores in which
-// nothing is masked or dropped, run by lane 0 for the SIMD group: the per-row update of
-// attention_forward (scale, block max, correction, exp and sum in the order of the keys)
-// with the rows side by side, so that GCC vectorises it across rows. `ps` holds S
-// [BQ][BK] and gets P; the rows' running max and sum live in `row_max`/`row_sum`; the
-// correction factors go on the diagonals of `dg`.
-template <int BQ, int BK>
-METAL_FUNC void softmax_block_lane0(threadgroup float* ps, threadgroup float* dg, threadgroup float* row_max,
-                                    threadgroup float* row_sum, float scale) {
-  float st[BK][BQ], bm[BQ], nm[BQ], corr[BQ], bs[BQ], om[BQ];
-  for (int r = 0; r < BQ; ++r)
-    for (int j = 0; j < BK; ++j) st[j][r] = ps[r * BK + j];
-  for (int r = 0; r < BQ; ++r) {
-    bm[r] = -INFINITY;
-    bs[r] = 0.0f;
-    om[r] = row_max[r];
-  }
-  for (int j = 0; j < BK; ++j)
-    for (int r = 0; r < BQ; ++r) {
-      const float s = st[j][r] * scale;
-      st[j][r] = s;
-      bm[r] = s > bm[r] ? s : bm[r];
-    }
-  for (int r = 0; r < BQ; ++r) {
-    nm[r] = om[r] > bm[r] ? om[r] : bm[r];
-    corr[r] = nm[r] == -INFINITY ? 1.0f : sim_exp(om[r] - nm[r]);
-  }
-  for (int j = 0; j < BK; ++j)
-    for (int r = 0; r < BQ; ++r) {
-      const float e = nm[r] == -INFINITY ? 0.0f : sim_exp(st[j][r] - nm[r]);
-      st[j][r] = e;
-      bs[r] += e;
-    }
-  for (int r = 0; r < BQ; ++r) {
-    row_sum[r] = row_sum[r] * corr[r] + bs[r];
-    row_max[r] = nm[r];
-    dg[(r / 8) * 64 + (r % 8) * 9] = corr[r];
-  }
-  for (int r = 0; r < BQ; ++r)
-    for (int j = 0; j < BK; ++j) ps[r * BK + j] = st[j][r];
-}
-#endif
 
 template <typename T, int DMAX>
 kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
@@ -249,15 +370,21 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
                               device float* debug [[buffer(6)]], constant AttentionParams& p [[buffer(7)]],
                               uint3 group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BQ = at_blocks_for(DMAX).bq, BK = at_blocks_for(DMAX).bk;
+#if defined(METALSIM_VECTOR_BYTES)
+  // Uniform over the SIMD group. Before the threadgroup variables: the simulator
+  // allocates them on every lane.
+  if (p.has_mask == 0 && p.dropout == 0.0f && p.debug == 0) {
+    AT_COUNT_CALL();
+    if (tid == 0) attention_forward_lane0<T, BQ, BK, DMAX>(p, q, k, v, out, lse, long(group.y), long(group.x) * BQ);
+    return;
+  }
+#endif
   constexpr int NP = DMAX / 32;  // 32-column panels of the output
   threadgroup float Qs[BQ * DMAX];  // [BQ][dq]; at the end O [BQ][DMAX]
   threadgroup float KT[DMAX * BK];  // [dq][BK]
   threadgroup float Vs[BK * DMAX];  // [BK][ldv]
   threadgroup float Ps[BQ * BK];    // S, then P
   threadgroup float Dg[BQ * 8];     // per 8 rows an 8x8 diagonal of correction factors
-#if defined(METALSIM_VECTOR_BYTES)
-  threadgroup float RowMax[BQ], RowSum[BQ];  // the rows' running max and sum (softmax_block_lane0)
-#endif
 
   const long bh = long(group.y), b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   const long q0 = long(group.x) * BQ;
@@ -280,12 +407,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   const bool has_row = int(tid) < BQ;
   const long i = q0 + long(tid);
   float row_max = -INFINITY, row_sum = 0.0f;
-#if defined(METALSIM_VECTOR_BYTES)
-  if (has_row) {
-    RowMax[tid] = -INFINITY;
-    RowSum[tid] = 0.0f;
-  }
-#endif
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   // Causal: keys past the block's last row are masked for all its rows.
   long kend = p.S;
@@ -302,22 +423,7 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // This thread's row: online softmax update.
-#if defined(METALSIM_VECTOR_BYTES)
-    // The simulator: a block with nothing masked or dropped (uniform over the SIMD
-    // group) is updated by lane 0 for all rows at once, vectorised across rows, instead
-    // of by 32 per-lane loops run one after another; other blocks take the per-row code
-    // with the rows' state in RowMax/RowSum.
-    const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && q0 + BQ <= p.L && k0 + BK <= p.S &&
-                             (p.causal == 0 || k0 + BK - 1 <= q0);
-    if (block_plain && tid == 0) softmax_block_lane0<BQ, BK>(Ps, Dg, RowMax, RowSum, p.scale);
-    if (!block_plain && has_row) {
-      row_max = RowMax[tid];
-      row_sum = RowSum[tid];
-    }
-    if (!block_plain && has_row) {
-#else
     if (has_row) {
-#endif
       threadgroup float* row = Ps + tid * BK;
       float block_max = -INFINITY;
       // A block with nothing masked in this row takes a branch-free loop (the simulator
@@ -371,10 +477,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
       row_sum = row_sum * correction + block_sum;
       row_max = new_max;
       Dg[(tid / 8) * 64 + (tid % 8) * 9] = correction;
-#if defined(METALSIM_VECTOR_BYTES)
-      RowMax[tid] = row_max;
-      RowSum[tid] = row_sum;
-#endif
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -395,12 +497,6 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
   for (int pp = 0; pp < NP; ++pp)
     if (p.Dv > 32 * pp) store_panel(O[pp], Qs + 32 * pp, DMAX);
   threadgroup_barrier(mem_flags::mem_threadgroup);
-#if defined(METALSIM_VECTOR_BYTES)
-  if (has_row) {
-    row_max = RowMax[tid];
-    row_sum = RowSum[tid];
-  }
-#endif
   if (has_row && i < p.L) {
     const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
     device T* o = out + b * p.o_bs + h * p.o_hs + i * p.o_ls;
@@ -423,38 +519,6 @@ METAL_FUNC void probabilities_column(constant AttentionParams& p, const device T
   const long bh = b * p.Hq + h, j = k0 + long(tid);
   const bool has_column = int(tid) < BK;
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
-#if defined(METALSIM_VECTOR_BYTES)
-  // The simulator runs the 32 lanes one after another, so per-lane loops and barriers
-  // are most of its time. A block with nothing masked or dropped (uniform over the SIMD
-  // group) is computed by lane 0 alone, along each row (vectorised, sim_exp), the same
-  // per-element arithmetic as the column loop below, into a private block that it then
-  // writes transposed: one barrier instead of two, and no per-lane loops.
-  const bool block_plain = p.has_mask == 0 && p.dropout == 0.0f && k0 + BK <= p.S && q0 + BQB <= p.L &&
-                           (p.causal == 0 || k0 + BK - 1 <= q0);
-  if (block_plain) {
-    if (tid == 0) {
-      const float scale = p.scale;
-      float pblock[BQB][BK], dsblock[BQB][BK];
-      for (int r = 0; r < BQB; ++r) {
-        const float lse = lse_rows[r], delta = delta_rows[r];
-        const threadgroup float* srow = sbuf + r * BK;
-        const threadgroup float* dprow = dpbuf + r * BK;
-        for (int c = 0; c < BK; ++c) {
-          const float prob = sim_exp(srow[c] * scale - lse);
-          pblock[r][c] = prob;
-          dsblock[r][c] = prob * (dprow[c] - delta);
-        }
-      }
-      for (int c = 0; c < BK; ++c)
-        for (int r = 0; r < BQB; ++r) {
-          sbuf[c * BQB + r] = pblock[r][c];
-          dpbuf[c * BQB + r] = dsblock[r][c];
-        }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    return;
-  }
-#endif
   float pt[BQB], dst[BQB];
   // Nothing masked or dropped in this column for these rows: a branch-free loop (every
   // row then has an unmasked key, so its logsumexp is finite).
@@ -504,6 +568,131 @@ METAL_FUNC void stage_query_block(constant AttentionParams& p, const device T* q
   }
 }
 
+#if defined(METALSIM_VECTOR_BYTES)
+// The simulator's backward for key rows k0.. (BK of them) of key head hk, on lane 0 (see
+// the lane-0 section above): K^T and V^T staged once; per query head of the group and
+// block of AT_BWD_ROWS query rows, S = Q K^T and dP = dO V^T (query rows as rows, the
+// keys side by side), P and dS = P * (dP - delta) per element, dV^T += dO^T P and
+// dK^T += Q^T dS; Q and dO are read in place. Per element the arithmetic of
+// attention_backward_kv and probabilities_column.
+#define AT_BWD_ROWS 64
+template <typename T, int BK, int DMAX>
+METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const device T* q, const device T* k,
+                                            const device T* v, const device T* grad_out, const device float* lse,
+                                            const device float* delta, device T* grad_k, device T* grad_v, long bhk,
+                                            long k0) {
+  const long b = bhk / p.Hk, hk = bhk % p.Hk;
+  constexpr int QB = AT_BWD_ROWS;
+  float kt[DMAX * BK], vt[DMAX * BK], dkt[DMAX * BK], dvt[DMAX * BK];  // K^T, V^T, dK^T, dV^T [d][BK]
+  float sb[QB * BK], dpb[QB * BK];                                     // S then P, dP then dS [QB][BK]
+  const int D = int(p.D), Dv = int(p.Dv);
+  const int nk = int(min(long(BK), p.S - k0));
+  at_stage_transposed<BK>(kt, k + b * p.k_bs + hk * p.k_hs + k0 * p.k_ls, p.k_ls, p.k_ds, nk, D);
+  at_stage_transposed<BK>(vt, v + b * p.v_bs + hk * p.v_hs + k0 * p.v_ls, p.v_ls, p.v_ds, nk, Dv);
+  for (int i = 0; i < D * BK; ++i) dkt[i] = 0.0f;
+  for (int i = 0; i < Dv * BK; ++i) dvt[i] = 0.0f;
+  const float scale = p.scale;
+  const long groups = p.Hq / p.Hk;
+  const long qstart = p.causal != 0 ? k0 / QB * QB : 0;  // causal: rows before k0 see none of these keys
+  for (long h = hk * groups; h < (hk + 1) * groups; ++h) {
+    const long bh = b * p.Hq + h;
+    for (long q0 = qstart; q0 < p.L; q0 += QB) {
+      const int nq = int(min(long(QB), p.L - q0));
+      const device T* qr = q + b * p.q_bs + h * p.q_hs + q0 * p.q_ls;
+      const device T* gr = grad_out + b * p.g_bs + h * p.g_hs + q0 * p.g_ls;
+      at_product<BK, at_from_zero>(sb, nq, qr, p.q_ls, p.q_ds, kt, D);    // S [nq][BK]
+      at_product<BK, at_from_zero>(dpb, nq, gr, p.g_ls, p.g_ds, vt, Dv);  // dP
+      const bool whole = nk == BK && (p.causal == 0 || k0 + BK - 1 <= q0);
+      for (int r = 0; r < nq; ++r) {
+        const float l = lse[bh * p.L + q0 + r], dl = delta[bh * p.L + q0 + r];
+        float* s = sb + r * BK;
+        float* dp = dpb + r * BK;
+        if (whole) {  // nothing masked: every row then has an unmasked key, a finite logsumexp
+          for (int c = 0; c < BK; ++c) {
+            const float prob = exp(s[c] * scale - l);
+            s[c] = prob;
+            dp[c] = prob * (dp[c] - dl);
+          }
+        } else {
+          for (int c = 0; c < BK; ++c) {
+            // Masked: exp(-inf) = 0. The select goes before exp: after it, GCC computes exp
+            // only where it is kept, in a branch, and the loop stays scalar.
+            const bool in = c < nk && (p.causal == 0 || k0 + c <= q0 + r) && l != -INFINITY;
+            const float x = s[c] * scale - l;
+            const float prob = exp(in ? x : -INFINITY);
+            s[c] = prob;
+            dp[c] = prob * (dp[c] - dl);
+          }
+        }
+      }
+      // dV^T [Dv][BK] += dO^T P, dK^T [D][BK] += Q^T dS: row d, query row i is dO[i][d], Q[i][d].
+      at_product<BK, at_accumulate>(dvt, Dv, gr, p.g_ds, p.g_ls, sb, nq);
+      at_product<BK, at_accumulate>(dkt, D, qr, p.q_ds, p.q_ls, dpb, nq);
+    }
+  }
+  for (int j = 0; j < nk; ++j) {
+    // grad_k, grad_v: dense [B, Hk, S, D] / [.., Dv].
+    device T* gk = grad_k + (bhk * p.S + k0 + j) * p.D;
+    device T* gv = grad_v + (bhk * p.S + k0 + j) * p.Dv;
+    for (int d = 0; d < D; ++d) gk[d] = T(dkt[d * BK + j] * scale);
+    for (int d = 0; d < Dv; ++d) gv[d] = T(dvt[d * BK + j]);
+  }
+}
+
+// The simulator's dQ for query rows q0.. (BQB of them) of head h, on lane 0: Q^T and dO^T
+// staged once; per block of BK keys, S^T = K Q^T and dP^T = V dO^T (keys as rows, the
+// query rows side by side), dS^T = P^T * (dP^T - delta), dQ^T += K^T dS^T; K and V are
+// read in place. Per element the arithmetic of attention_backward_q and probabilities_column.
+template <typename T, int BQB, int BK, int DMAX>
+METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const device T* q, const device T* k,
+                                           const device T* v, const device T* grad_out, const device float* lse,
+                                           const device float* delta, device T* grad_q, long bh, long q0) {
+  const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
+  float qt[DMAX * BQB], gt[DMAX * BQB], dqt[DMAX * BQB];  // Q^T, dO^T, dQ^T [d][BQB]
+  float st[BK * BQB], dpt[BK * BQB];                       // S^T, dP^T then dS^T [BK][BQB]
+  float lr[BQB], dr[BQB];                                  // the rows' logsumexp and delta
+  const int D = int(p.D), Dv = int(p.Dv);
+  const int nq = int(min(long(BQB), p.L - q0));
+  at_stage_transposed<BQB>(qt, q + b * p.q_bs + h * p.q_hs + q0 * p.q_ls, p.q_ls, p.q_ds, nq, D);
+  at_stage_transposed<BQB>(gt, grad_out + b * p.g_bs + h * p.g_hs + q0 * p.g_ls, p.g_ls, p.g_ds, nq, Dv);
+  for (int r = 0; r < BQB; ++r) {
+    lr[r] = r < nq ? lse[bh * p.L + q0 + r] : -INFINITY;
+    dr[r] = r < nq ? delta[bh * p.L + q0 + r] : 0.0f;
+  }
+  for (int i = 0; i < D * BQB; ++i) dqt[i] = 0.0f;
+  const device T* kb = k + b * p.k_bs + hk * p.k_hs;
+  const device T* vb = v + b * p.v_bs + hk * p.v_hs;
+  const float scale = p.scale;
+  const long kend = p.causal != 0 ? min(p.S, q0 + BQB) : p.S;
+  for (long k0 = 0; k0 < kend; k0 += BK) {
+    const int nk = int(min(long(BK), p.S - k0));
+    at_product<BQB, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);    // S^T [nk][BQB]
+    at_product<BQB, at_from_zero>(dpt, nk, vb + k0 * p.v_ls, p.v_ls, p.v_ds, gt, Dv);  // dP^T
+    const bool whole = nq == BQB && (p.causal == 0 || k0 + nk - 1 <= q0);
+    for (int j = 0; j < nk; ++j) {
+      float* s = st + j * BQB;
+      float* dp = dpt + j * BQB;
+      if (whole) {
+        for (int r = 0; r < BQB; ++r) dp[r] = exp(s[r] * scale - lr[r]) * (dp[r] - dr[r]);
+      } else {
+        for (int r = 0; r < BQB; ++r) {
+          const bool in = r < nq && (p.causal == 0 || k0 + j <= q0 + r) && lr[r] != -INFINITY;
+          const float x = s[r] * scale - lr[r];
+          const float prob = exp(in ? x : -INFINITY);  // the select before exp (see the kv kernel)
+          dp[r] = prob * (dp[r] - dr[r]);
+        }
+      }
+    }
+    // dQ^T [D][BQB] += K^T dS^T: row d, key j is K[k0 + j][d].
+    at_product<BQB, at_accumulate>(dqt, D, kb + k0 * p.k_ls, p.k_ds, p.k_ls, dpt, nk);
+  }
+  for (int r = 0; r < nq; ++r) {
+    device T* gq = grad_q + (bh * p.L + q0 + r) * p.D;  // dense [B, Hq, L, D]
+    for (int d = 0; d < D; ++d) gq[d] = T(dqt[d * BQB + r] * scale);
+  }
+}
+#endif
+
 template <typename T, int DMAX>
 kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device T* k [[buffer(1)]],
                                   const device T* v [[buffer(2)]], const device T* mask [[buffer(3)]],
@@ -513,6 +702,15 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
                                   uint3 group [[threadgroup_position_in_grid]],
                                   uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+    AT_COUNT_CALL();
+    if (tid == 0)
+      attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_k, grad_v, long(group.y),
+                                               long(group.x) * BK);
+    return;
+  }
+#endif
   constexpr int NP = DMAX / 32;  // 32-column panels of dK and dV
   threadgroup float KT[DMAX * BK];    // [dq][BK]; at the end dK [BK][DMAX]
   threadgroup float VT[DMAX * BK];    // [dv][BK]; at the end dV [BK][DMAX]
@@ -589,6 +787,15 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
                                  uint3 group [[threadgroup_position_in_grid]],
                                  uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
+#if defined(METALSIM_VECTOR_BYTES)
+  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+    AT_COUNT_CALL();
+    if (tid == 0)
+      attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_q, long(group.y),
+                                                   long(group.x) * BQB);
+    return;
+  }
+#endif
   constexpr int NP = DMAX / 32;  // 32-row panels of dQ^T
   threadgroup float KT[DMAX * BK];    // [ldq][BK], rows past D zero; at the end dQ^T [DMAX][BQB]
   threadgroup float VT[DMAX * BK];    // [dv][BK]
