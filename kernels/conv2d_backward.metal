@@ -7,13 +7,9 @@
 //                 computes ICB channels (of one group) x PB pixels of one row that
 //                 share a phase modulo stride_w. Grid: x = H * stride_w *
 //                 ceil(ceil(W / stride_w) / PB), y = groups * ceil(Cx_g / ICB), z = N.
-// conv2d_bwd_w    dW[cy, cx, kh, kw] = sum over n, oh, ow of Y[n, cy, oh, ow] *
-//                 X[n, cx, ih, iw]: a thread computes OCB x ICB weights of one tap,
-//                 reducing over the whole batch and every output pixel itself.
-//                 Grid: x = ceil(Cx_g / ICB) * KH * KW, y = groups * ceil(Cy_g / OCB).
 // conv2d_bwd_bias db[c] = sum over n, oh, ow of Y[n, c, oh, ow]: one thread per channel.
-//                 (Input and weight gradients of the common shapes run on the faster
-//                 kernels of conv2d_tiled.metal and conv2d_depthwise.metal.)
+//                 (Input gradients of the common shapes, and every weight gradient,
+//                 run on the kernels of conv2d_tiled.metal and conv2d_depthwise.metal.)
 // All offsets are 64-bit; values accumulate in float. No barriers.
 #include <metal_stdlib>
 using namespace metal;
@@ -142,108 +138,6 @@ kernel void conv2d_bwd_x(device T* x [[buffer(0)]],
   }
 }
 
-// First output index o in [0, limit) with o * stride - pad + k >= 0, and one past the
-// last with o * stride - pad + k < size.
-inline long first_valid(long pad_minus_k, long stride) {
-  return pad_minus_k <= 0 ? 0 : (pad_minus_k + stride - 1) / stride;
-}
-inline long end_valid(long size, long pad_minus_k, long stride, long limit) {
-  const long top = size - 1 + pad_minus_k;  // o * stride <= top
-  if (top < 0) return 0;
-  const long e = top / stride + 1;
-  return e < limit ? e : limit;
-}
-
-template <typename T, int OCB, int ICB>
-kernel void conv2d_bwd_w(device T* dw [[buffer(0)]],
-                         const device T* y [[buffer(1)]],
-                         const device T* x [[buffer(2)]],
-                         constant Conv2dParams& p [[buffer(3)]],
-                         uint3 gid [[thread_position_in_grid]]) {
-  const long taps = p.KH * p.KW;
-  const long tiles_i = (p.cx_g + ICB - 1) / ICB;
-  if (long(gid.x) >= tiles_i * taps) return;
-  const long icg0 = (gid.x / taps) * ICB;
-  const long tap = gid.x - (gid.x / taps) * taps;
-  const long kh = tap / p.KW;
-  const long kw = tap - kh * p.KW;
-  const long tiles_o = (p.cy_g + OCB - 1) / OCB;
-  const long g = gid.y / tiles_o;
-  if (g >= p.groups) return;
-  const long oc0 = g * p.cy_g + (gid.y - g * tiles_o) * OCB;
-  const long no = (g + 1) * p.cy_g - oc0 < OCB ? (g + 1) * p.cy_g - oc0 : OCB;
-  const long ni = p.cx_g - icg0 < ICB ? p.cx_g - icg0 : ICB;
-
-  float acc[OCB][ICB];
-  for (int o = 0; o < OCB; ++o)
-    for (int i = 0; i < ICB; ++i) acc[o][i] = 0.0f;
-
-  const long oh_lo = first_valid(p.pad_h - kh * p.dil_h, p.stride_h);
-  const long oh_hi = end_valid(p.H, p.pad_h - kh * p.dil_h, p.stride_h, p.OH);
-  const long ow_lo = first_valid(p.pad_w - kw * p.dil_w, p.stride_w);
-  const long ow_hi = end_valid(p.W, p.pad_w - kw * p.dil_w, p.stride_w, p.OW);
-  // Channels past the tile's end read channel 0 of the tile (always valid), and their
-  // sums are dropped.
-  long yc[OCB], xc[ICB];
-  for (int o = 0; o < OCB; ++o) yc[o] = (o < no ? oc0 + o : oc0) * p.y_s[1];
-  for (int i = 0; i < ICB; ++i) xc[i] = (g * p.cx_g + icg0 + (i < ni ? i : 0)) * p.x_s[1];
-
-  // Unit-stride rows (stride 1, NCHW-like): 4 pixels at a time into 4 partial sums per
-  // weight (contiguous loads, independent adds), folded into acc at the end.
-  const bool unit_w = p.stride_w == 1 && p.x_s[3] == 1 && p.y_s[3] == 1;
-  float part[OCB][ICB][4];
-  for (int o = 0; o < OCB; ++o)
-    for (int i = 0; i < ICB; ++i)
-      for (int l = 0; l < 4; ++l) part[o][i][l] = 0.0f;
-
-  for (long n = 0; n < p.N; ++n) {
-    for (long oh = oh_lo; oh < oh_hi; ++oh) {
-      const long ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
-      const device T* yr = y + n * p.y_s[0] + oh * p.y_s[2];
-      // Offset of X[n, 0, ih, iw(ow)] = xr + ow * stride_w * x_s[3] (xr alone may be
-      // negative: it is an offset, never a pointer).
-      const long xr = n * p.x_s[0] + ih * p.x_s[2] + (kw * p.dil_w - p.pad_w) * p.x_s[3];
-      const long xstep = p.stride_w * p.x_s[3];
-      long ow = ow_lo;
-      if (unit_w) {
-        for (; ow + 4 <= ow_hi; ow += 4) {
-          const device T* yp = yr + ow;
-          const device T* xp = x + (xr + ow);
-          float yv[OCB][4], xv[ICB][4];
-          for (int o = 0; o < OCB; ++o)
-            for (int l = 0; l < 4; ++l) yv[o][l] = float(yp[yc[o] + l]);
-          for (int i = 0; i < ICB; ++i)
-            for (int l = 0; l < 4; ++l) xv[i][l] = float(xp[xc[i] + l]);
-          for (int o = 0; o < OCB; ++o)
-            for (int i = 0; i < ICB; ++i)
-              for (int l = 0; l < 4; ++l) part[o][i][l] += yv[o][l] * xv[i][l];
-        }
-      }
-      for (; ow < ow_hi; ++ow) {
-        const device T* yp = yr + ow * p.y_s[3];
-        const device T* xp = x + (xr + ow * xstep);
-        float yv[OCB], xv[ICB];
-        for (int o = 0; o < OCB; ++o) yv[o] = float(yp[yc[o]]);
-        for (int i = 0; i < ICB; ++i) xv[i] = float(xp[xc[i]]);
-        for (int o = 0; o < OCB; ++o)
-          for (int i = 0; i < ICB; ++i) acc[o][i] += yv[o] * xv[i];
-      }
-    }
-  }
-
-  for (int o = 0; o < OCB; ++o)
-    for (int i = 0; i < ICB; ++i) acc[o][i] += (part[o][i][0] + part[o][i][1]) + (part[o][i][2] + part[o][i][3]);
-
-  device T* out = dw + oc0 * p.w_s[0] + icg0 * p.w_s[1] + kh * p.w_s[2] + kw * p.w_s[3];
-  for (int o = 0; o < OCB; ++o) {
-    if (o >= no) break;
-    for (int i = 0; i < ICB; ++i) {
-      if (i >= ni) break;
-      out[o * p.w_s[0] + i * p.w_s[1]] = T(acc[o][i]);
-    }
-  }
-}
-
 template <typename T>
 kernel void conv2d_bwd_bias(device T* db [[buffer(0)]],
                             const device T* y [[buffer(1)]],
@@ -270,22 +164,10 @@ kernel void conv2d_bwd_bias(device T* db [[buffer(0)]],
 
 template [[host_name("conv2d_bwd_x_float_c4")]] kernel decltype(conv2d_bwd_x<float, 4>) conv2d_bwd_x<float, 4>;
 template [[host_name("conv2d_bwd_x_float_c1")]] kernel decltype(conv2d_bwd_x<float, 1>) conv2d_bwd_x<float, 1>;
-template [[host_name("conv2d_bwd_w_float_o4_i4")]] kernel decltype(conv2d_bwd_w<float, 4, 4>) conv2d_bwd_w<float, 4, 4>;
-template [[host_name("conv2d_bwd_w_float_o4_i1")]] kernel decltype(conv2d_bwd_w<float, 4, 1>) conv2d_bwd_w<float, 4, 1>;
-template [[host_name("conv2d_bwd_w_float_o1_i4")]] kernel decltype(conv2d_bwd_w<float, 1, 4>) conv2d_bwd_w<float, 1, 4>;
-template [[host_name("conv2d_bwd_w_float_o1_i1")]] kernel decltype(conv2d_bwd_w<float, 1, 1>) conv2d_bwd_w<float, 1, 1>;
 template [[host_name("conv2d_bwd_bias_float")]] kernel decltype(conv2d_bwd_bias<float>) conv2d_bwd_bias<float>;
 template [[host_name("conv2d_bwd_x_half_c4")]] kernel decltype(conv2d_bwd_x<half, 4>) conv2d_bwd_x<half, 4>;
 template [[host_name("conv2d_bwd_x_half_c1")]] kernel decltype(conv2d_bwd_x<half, 1>) conv2d_bwd_x<half, 1>;
-template [[host_name("conv2d_bwd_w_half_o4_i4")]] kernel decltype(conv2d_bwd_w<half, 4, 4>) conv2d_bwd_w<half, 4, 4>;
-template [[host_name("conv2d_bwd_w_half_o4_i1")]] kernel decltype(conv2d_bwd_w<half, 4, 1>) conv2d_bwd_w<half, 4, 1>;
-template [[host_name("conv2d_bwd_w_half_o1_i4")]] kernel decltype(conv2d_bwd_w<half, 1, 4>) conv2d_bwd_w<half, 1, 4>;
-template [[host_name("conv2d_bwd_w_half_o1_i1")]] kernel decltype(conv2d_bwd_w<half, 1, 1>) conv2d_bwd_w<half, 1, 1>;
 template [[host_name("conv2d_bwd_bias_half")]] kernel decltype(conv2d_bwd_bias<half>) conv2d_bwd_bias<half>;
 template [[host_name("conv2d_bwd_x_bfloat_c4")]] kernel decltype(conv2d_bwd_x<bfloat, 4>) conv2d_bwd_x<bfloat, 4>;
 template [[host_name("conv2d_bwd_x_bfloat_c1")]] kernel decltype(conv2d_bwd_x<bfloat, 1>) conv2d_bwd_x<bfloat, 1>;
-template [[host_name("conv2d_bwd_w_bfloat_o4_i4")]] kernel decltype(conv2d_bwd_w<bfloat, 4, 4>) conv2d_bwd_w<bfloat, 4, 4>;
-template [[host_name("conv2d_bwd_w_bfloat_o4_i1")]] kernel decltype(conv2d_bwd_w<bfloat, 4, 1>) conv2d_bwd_w<bfloat, 4, 1>;
-template [[host_name("conv2d_bwd_w_bfloat_o1_i4")]] kernel decltype(conv2d_bwd_w<bfloat, 1, 4>) conv2d_bwd_w<bfloat, 1, 4>;
-template [[host_name("conv2d_bwd_w_bfloat_o1_i1")]] kernel decltype(conv2d_bwd_w<bfloat, 1, 1>) conv2d_bwd_w<bfloat, 1, 1>;
 template [[host_name("conv2d_bwd_bias_bfloat")]] kernel decltype(conv2d_bwd_bias<bfloat>) conv2d_bwd_bias<bfloat>;

@@ -371,6 +371,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     weight_scratch = deviceBytes(kernels::conv2dTiledBackwardWeightScratchBytes(dtype, g), input.options());
   if (taps_weight)
     weight_scratch = deviceBytes(kernels::conv2dTapsBackwardWeightScratchBytes(dtype, g), input.options());
+  if (want_weight && !depthwise_weight && !tiled_weight && !taps_weight) {
+    // One of the three applies to every convolution with a batch, channels and taps;
+    // without one of those the weight gradient's sums are empty.
+    TORCH_INTERNAL_ASSERT(g.N == 0 || grad_weight.numel() == 0, "metalx conv2d: no weight-gradient kernel for ",
+                          "this geometry");
+    grad_weight.zero_();
+  }
   stream.encodeCompute([&](rt::ComputeEncoder& e) {
     if (want_input) encodeForward(e, stream.pipelines(), dtype, input_run, input_target, go, w, nullptr);
     if (depthwise_weight)
@@ -382,9 +389,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     else if (taps_weight)
       kernels::encodeConv2dTapsBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
                                               operandOf(y_role), operandOf(x_role), operandOf(weight_scratch));
-    else if (want_weight)
-      kernels::encodeConv2dBackwardWeight(e, stream.pipelines(), dtype, g, operandOf(as2d(grad_weight)),
-                                          operandOf(y_role), operandOf(x_role));
     if (grad_bias.defined() && grad_bias.numel() > 0) {
       // db sums grad_output over everything but its channels.
       Conv2dGeometry gb;

@@ -87,27 +87,6 @@ void encodeConv2dBackwardInput(rt::ComputeEncoder& encoder, rt::PipelineCache& p
            p.N);
 }
 
-void encodeConv2dBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
-                                const Conv2dGeometry& g, const ConvOperand& dw, const ConvOperand& dy,
-                                const ConvOperand& x) {
-  Conv2dParams p = paramsFor(g);
-  if (p.Cy == 0 || p.cx_g == 0 || p.KH == 0 || p.KW == 0) return;
-  copyStrides(p.x_s, x);
-  copyStrides(p.w_s, dw);
-  copyStrides(p.y_s, dy);
-  const int ob = p.cy_g >= 4 ? 4 : 1;
-  const int ib = p.cx_g >= 4 ? 4 : 1;
-  auto pipeline = pipelines.builtin("conv2d_bwd_w_" + typeName(dtype) + "_o" + std::to_string(ob) + "_i" +
-                                    std::to_string(ib));
-  encoder.setComputePipeline(pipeline);
-  encoder.setBuffer(dw.buffer, dw.byte_offset, 0);
-  // With no batch (N == 0) the sums are empty: the inputs are bound but unread.
-  encoder.setBuffer(dy.buffer ? dy.buffer : dw.buffer, dy.buffer ? dy.byte_offset : 0, 1);
-  encoder.setBuffer(x.buffer ? x.buffer : dw.buffer, x.buffer ? x.byte_offset : 0, 2);
-  encoder.setBytes(&p, sizeof p, 3);
-  dispatch(encoder, ceilDiv(p.cx_g, ib) * p.KH * p.KW, p.groups * ceilDiv(p.cy_g, ob), 1);
-}
-
 void encodeConv2dBackwardBias(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
                               const Conv2dGeometry& g, const ConvOperand& db, const ConvOperand& dy) {
   Conv2dParams p = paramsFor(g);

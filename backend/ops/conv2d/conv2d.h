@@ -44,10 +44,6 @@ void encodeConv2dForward(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelin
 void encodeConv2dBackwardInput(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
                                const Conv2dGeometry& g, const ConvOperand& x, const ConvOperand& y,
                                const ConvOperand& w, const ConvOperand* bias);
-// dW = the weight gradient of Y = conv(X, W) given dY (written over, not accumulated).
-void encodeConv2dBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
-                                const Conv2dGeometry& g, const ConvOperand& dw, const ConvOperand& dy,
-                                const ConvOperand& x);
 // db[c] = sum of dY[:, c, :, :] for the Cy channels of `g`.
 void encodeConv2dBackwardBias(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
                               const Conv2dGeometry& g, const ConvOperand& db, const ConvOperand& dy);
