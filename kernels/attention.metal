@@ -279,18 +279,30 @@ METAL_FUNC void at_stage_transposed(float* dst, const device T* src, long rs, lo
   }
 }
 
+// Dropout's factor for row i, keys j0..j0+3 (j0 a multiple of 4): 1 / (1 - p) where kept,
+// 0 where dropped; the keep decisions are dropout_keep's, one Philox call for the four.
+METAL_FUNC void at_dropout_factors(constant AttentionParams& p, long bh, long i, long j0, float keep_scale,
+                                   float (&f)[4]) {
+  const uint4 w = dropout_words(p, bh, i, j0);
+  for (int l = 0; l < 4; ++l) f[l] = dropout_keep(w, j0 + l, p.dropout) ? keep_scale : 0.0f;
+}
+
 // The forward for query rows q0.. (BQ of them) of head h, on lane 0: per block of BK keys,
 // S^T = K Q^T (keys as rows, the BQ query rows side by side in vectors), the online
-// softmax update of every row at once, O^T = O^T * correction + V^T P^T; then O = O^T^T
-// / row sum and the logsumexp. The rows' arithmetic is attention_forward's per-row loop's.
+// softmax update of every row at once (the row sums before dropout), dropout's factors,
+// O^T = O^T * correction + V^T P^T; then O = O^T^T / row sum and the logsumexp. The rows'
+// arithmetic is attention_forward's per-row loop's.
 template <typename T, int BQ, int BK, int DMAX>
 METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const device T* q, const device T* k,
-                                        const device T* v, device T* out, device float* lse, long bh, long q0) {
+                                        const device T* v, const device T* mask, device T* out, device float* lse,
+                                        device float* debug, long bh, long q0) {
   const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   const device T* qb = q + b * p.q_bs + h * p.q_hs;
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
+  const device T* mb = mask + b * p.m_bs + h * p.m_hs + q0 * p.m_ls;
   float qt[DMAX * BQ], ot[DMAX * BQ], st[BK * BQ];  // Q^T [D][BQ], O^T [Dv][BQ], S^T and P^T [BK][BQ]
+  float mt[BK * BQ];                                // the mask's block, transposed as S^T
   float row_max[BQ], row_sum[BQ], corr[BQ];
   const int D = int(p.D), Dv = int(p.Dv);
   const int nq = int(min(long(BQ), p.L - q0));
@@ -301,18 +313,33 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
     row_sum[r] = 0.0f;
   }
   const float scale = p.scale;
+  const bool has_mask = p.has_mask != 0, drop = p.dropout > 0.0f;
+  const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   long kend = p.S;
   if (p.causal != 0) kend = min(p.S, q0 + BQ);  // keys past the block's last row are masked for all its rows
   for (long k0 = 0; k0 < kend; k0 += BK) {
     const int nk = int(min(long(BK), p.S - k0));
     // S^T [nk][BQ]: row j is key k0 + j against every query row.
     at_product<BQ, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);
-    // Scores after scale, -inf where masked (keys past S, rows past L, causal); the
-    // block's max per row.
+    // Scores after scale (and the mask), -inf where masked (keys past S, rows past L,
+    // causal); the block's max per row.
     float bm[BQ];
     for (int r = 0; r < BQ; ++r) bm[r] = -INFINITY;
     const bool whole = nk == BK && nq == BQ && (p.causal == 0 || k0 + BK - 1 <= q0);
-    if (whole) {
+    if (has_mask) {
+      // Read in place through its strides (0 where broadcast); columns past nk unused.
+      at_stage_transposed<BQ>(mt, mb + k0 * p.m_ss, p.m_ls, p.m_ss, nq, nk);
+      for (int i = nk * BQ; i < BK * BQ; ++i) mt[i] = 0.0f;
+      for (int j = 0; j < BK; ++j)
+        for (int r = 0; r < BQ; ++r) {
+          const bool in = j < nk && r < nq;
+          float s = st[j * BQ + r] * scale;
+          s += mt[j * BQ + r];
+          s = in ? s : -INFINITY;
+          st[j * BQ + r] = s;
+          bm[r] = s > bm[r] ? s : bm[r];
+        }
+    } else if (whole) {
       for (int j = 0; j < BK; ++j)
         for (int r = 0; r < BQ; ++r) {
           const float s = st[j * BQ + r] * scale;
@@ -348,6 +375,14 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
       row_sum[r] = row_sum[r] * corr[r] + bs[r];
       row_max[r] = nm[r];
     }
+    if (drop) {  // after the row sums, which are dropout's denominators
+      for (int r = 0; r < nq; ++r)
+        for (int j0 = 0; j0 < nk; j0 += 4) {
+          float f[4];
+          at_dropout_factors(p, bh, q0 + r, k0 + j0, keep_scale, f);
+          for (int l = 0; l < 4 && j0 + l < nk; ++l) st[(j0 + l) * BQ + r] *= f[l];
+        }
+    }
     // O^T [Dv][BQ] = O^T * correction + V^T P^T: row d, key j is v[k0 + j][d].
     at_product<BQ, at_rescaled>(ot, Dv, vb + k0 * p.v_ls, p.v_ds, p.v_ls, st, nk, corr);
   }
@@ -357,6 +392,15 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
     device T* o = out + b * p.o_bs + h * p.o_hs + (q0 + r) * p.o_ls;
     for (int d = 0; d < Dv; ++d) o[d * p.o_ds] = T(ot[d * BQ + r] * inv);
     lse[bh * p.L + q0 + r] = row_sum[r] > 0.0f ? row_max[r] + log(row_sum[r]) : -INFINITY;
+  }
+  // The debug keep mask [B, Hq, L, S], every key (causal blocks skipped above included).
+  for (int r = 0; p.debug != 0 && r < nq; ++r) {
+    device float* row = debug + (bh * p.L + q0 + r) * p.S;
+    for (long j0 = 0; j0 < p.S; j0 += 4) {
+      float f[4];
+      at_dropout_factors(p, bh, q0 + r, j0, 1.0f, f);
+      for (long l = 0; l < 4 && j0 + l < p.S; ++l) row[j0 + l] = f[l];
+    }
   }
 }
 #endif
@@ -371,11 +415,12 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
                               uint3 group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BQ = at_blocks_for(DMAX).bq, BK = at_blocks_for(DMAX).bk;
 #if defined(METALSIM_VECTOR_BYTES)
-  // Uniform over the SIMD group. Before the threadgroup variables: the simulator
-  // allocates them on every lane.
-  if (p.has_mask == 0 && p.dropout == 0.0f && p.debug == 0) {
+  // Every call (masks, dropout and its debug mask included). Before the threadgroup
+  // variables: the simulator allocates them on every lane.
+  {
     AT_COUNT_CALL();
-    if (tid == 0) attention_forward_lane0<T, BQ, BK, DMAX>(p, q, k, v, out, lse, long(group.y), long(group.x) * BQ);
+    if (tid == 0)
+      attention_forward_lane0<T, BQ, BK, DMAX>(p, q, k, v, mask, out, lse, debug, long(group.y), long(group.x) * BQ);
     return;
   }
 #endif
