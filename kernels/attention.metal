@@ -617,15 +617,15 @@ METAL_FUNC void stage_query_block(constant AttentionParams& p, const device T* q
 // The simulator's backward for key rows k0.. (BK of them) of key head hk, on lane 0 (see
 // the lane-0 section above): K^T and V^T staged once; per query head of the group and
 // block of AT_BWD_ROWS query rows, S = Q K^T and dP = dO V^T (query rows as rows, the
-// keys side by side), P and dS = P * (dP - delta) per element, dV^T += dO^T P and
-// dK^T += Q^T dS; Q and dO are read in place. Per element the arithmetic of
-// attention_backward_kv and probabilities_column.
+// keys side by side), P and dS = P * (dP - delta) per element (with the mask's row and
+// dropout's factors when given), dV^T += dO^T P and dK^T += Q^T dS; Q and dO are read in
+// place. Per element the arithmetic of attention_backward_kv and probabilities_column.
 #define AT_BWD_ROWS 64
 template <typename T, int BK, int DMAX>
 METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const device T* q, const device T* k,
-                                            const device T* v, const device T* grad_out, const device float* lse,
-                                            const device float* delta, device T* grad_k, device T* grad_v, long bhk,
-                                            long k0) {
+                                            const device T* v, const device T* mask, const device T* grad_out,
+                                            const device float* lse, const device float* delta, device T* grad_k,
+                                            device T* grad_v, long bhk, long k0) {
   const long b = bhk / p.Hk, hk = bhk % p.Hk;
   constexpr int QB = AT_BWD_ROWS;
   float kt[DMAX * BK], vt[DMAX * BK], dkt[DMAX * BK], dvt[DMAX * BK];  // K^T, V^T, dK^T, dV^T [d][BK]
@@ -639,8 +639,11 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
   const float scale = p.scale;
   const long groups = p.Hq / p.Hk;
   const long qstart = p.causal != 0 ? k0 / QB * QB : 0;  // causal: rows before k0 see none of these keys
+  const bool has_mask = p.has_mask != 0, drop = p.dropout > 0.0f;
+  const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   for (long h = hk * groups; h < (hk + 1) * groups; ++h) {
     const long bh = b * p.Hq + h;
+    const device T* mb = mask + b * p.m_bs + h * p.m_hs + k0 * p.m_ss;
     for (long q0 = qstart; q0 < p.L; q0 += QB) {
       const int nq = int(min(long(QB), p.L - q0));
       const device T* qr = q + b * p.q_bs + h * p.q_hs + q0 * p.q_ls;
@@ -652,7 +655,32 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
         const float l = lse[bh * p.L + q0 + r], dl = delta[bh * p.L + q0 + r];
         float* s = sb + r * BK;
         float* dp = dpb + r * BK;
-        if (whole) {  // nothing masked: every row then has an unmasked key, a finite logsumexp
+        if (has_mask || drop) {
+          // The mask's row (0 past nk) and dropout's factors (1 without dropout; not drawn
+          // for rows that see none of these keys). With f = 0 this is the GPU code's P = 0,
+          // dP = 0 of a dropped element; with f = 1 and mr = 0 the plain loops' arithmetic.
+          float mr[BK], f[BK];
+          for (int c = 0; c < BK; ++c) {
+            mr[c] = 0.0f;
+            f[c] = 1.0f;
+          }
+          if (has_mask) {
+            const device T* m = mb + (q0 + r) * p.m_ls;
+            for (int c = 0; c < nk; ++c) mr[c] = float(m[c * p.m_ss]);
+          }
+          for (int c0 = 0; drop && c0 < nk && (p.causal == 0 || k0 + c0 <= q0 + r); c0 += 4) {
+            float f4[4];
+            at_dropout_factors(p, bh, q0 + r, k0 + c0, keep_scale, f4);
+            for (int u = 0; u < 4; ++u) f[c0 + u] = f4[u];
+          }
+          for (int c = 0; c < BK; ++c) {
+            const bool in = c < nk && (p.causal == 0 || k0 + c <= q0 + r) && l != -INFINITY;
+            const float x = (s[c] * scale + mr[c]) - l;
+            const float prob = exp(in ? x : -INFINITY);  // the select before exp (see below)
+            s[c] = prob * f[c];
+            dp[c] = prob * (dp[c] * f[c] - dl);
+          }
+        } else if (whole) {  // nothing masked: every row then has an unmasked key, a finite logsumexp
           for (int c = 0; c < BK; ++c) {
             const float prob = exp(s[c] * scale - l);
             s[c] = prob;
@@ -686,12 +714,15 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
 
 // The simulator's dQ for query rows q0.. (BQB of them) of head h, on lane 0: Q^T and dO^T
 // staged once; per block of BK keys, S^T = K Q^T and dP^T = V dO^T (keys as rows, the
-// query rows side by side), dS^T = P^T * (dP^T - delta), dQ^T += K^T dS^T; K and V are
-// read in place. Per element the arithmetic of attention_backward_q and probabilities_column.
+// query rows side by side), dS^T = P^T * (dP^T - delta) (with the mask and dropout's
+// factors when given; dS is the mask's gradient when asked), dQ^T += K^T dS^T; K and V
+// are read in place. Per element the arithmetic of attention_backward_q and
+// probabilities_column.
 template <typename T, int BQB, int BK, int DMAX>
 METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const device T* q, const device T* k,
-                                           const device T* v, const device T* grad_out, const device float* lse,
-                                           const device float* delta, device T* grad_q, long bh, long q0) {
+                                           const device T* v, const device T* mask, const device T* grad_out,
+                                           const device float* lse, const device float* delta, device T* grad_q,
+                                           device T* grad_mask, long bh, long q0) {
   const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   float qt[DMAX * BQB], gt[DMAX * BQB], dqt[DMAX * BQB];  // Q^T, dO^T, dQ^T [d][BQB]
   float st[BK * BQB], dpt[BK * BQB];                       // S^T, dP^T then dS^T [BK][BQB]
@@ -709,15 +740,47 @@ METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const de
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
   const float scale = p.scale;
   const long kend = p.causal != 0 ? min(p.S, q0 + BQB) : p.S;
+  const bool has_mask = p.has_mask != 0, drop = p.dropout > 0.0f;
+  const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
+  const device T* mb = mask + b * p.m_bs + h * p.m_hs + q0 * p.m_ls;
+  float mt[BK * BQB], ft[BK * BQB];  // the mask's block and dropout's factors, as S^T
   for (long k0 = 0; k0 < kend; k0 += BK) {
     const int nk = int(min(long(BK), p.S - k0));
     at_product<BQB, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);    // S^T [nk][BQB]
     at_product<BQB, at_from_zero>(dpt, nk, vb + k0 * p.v_ls, p.v_ls, p.v_ds, gt, Dv);  // dP^T
     const bool whole = nq == BQB && (p.causal == 0 || k0 + nk - 1 <= q0);
+    if (has_mask || drop) {
+      // As the kv kernel's: mask 0 past nq, factors 1 without dropout (and where a row
+      // sees none of four keys).
+      if (has_mask) {
+        at_stage_transposed<BQB>(mt, mb + k0 * p.m_ss, p.m_ls, p.m_ss, nq, nk);
+      } else {
+        for (int i = 0; i < nk * BQB; ++i) mt[i] = 0.0f;
+      }
+      for (int i = 0; i < nk * BQB; ++i) ft[i] = 1.0f;
+      for (int r = 0; drop && r < nq; ++r)
+        for (int j0 = 0; j0 < nk && (p.causal == 0 || k0 + j0 <= q0 + r); j0 += 4) {
+          float f4[4];
+          at_dropout_factors(p, bh, q0 + r, k0 + j0, keep_scale, f4);
+          for (int u = 0; u < 4 && j0 + u < nk; ++u) ft[(j0 + u) * BQB + r] = f4[u];
+        }
+    }
     for (int j = 0; j < nk; ++j) {
       float* s = st + j * BQB;
       float* dp = dpt + j * BQB;
-      if (whole) {
+      if (has_mask || drop) {
+        const float* m = mt + j * BQB;
+        const float* f = ft + j * BQB;
+        for (int r = 0; r < BQB; ++r) {
+          const bool in = r < nq && (p.causal == 0 || k0 + j <= q0 + r) && lr[r] != -INFINITY;
+          const float x = (s[r] * scale + m[r]) - lr[r];
+          const float prob = exp(in ? x : -INFINITY);
+          dp[r] = prob * (dp[r] * f[r] - dr[r]);
+        }
+        if (grad_mask != nullptr) {  // dense [B, Hq, L, S]; blocks never visited stay the host's zeros
+          for (int r = 0; r < nq; ++r) grad_mask[(bh * p.L + q0 + r) * p.S + k0 + j] = T(dp[r]);
+        }
+      } else if (whole) {
         for (int r = 0; r < BQB; ++r) dp[r] = exp(s[r] * scale - lr[r]) * (dp[r] - dr[r]);
       } else {
         for (int r = 0; r < BQB; ++r) {
@@ -748,11 +811,11 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
                                   uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
 #if defined(METALSIM_VECTOR_BYTES)
-  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+  {  // every call; before the threadgroup variables (see the forward)
     AT_COUNT_CALL();
     if (tid == 0)
-      attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_k, grad_v, long(group.y),
-                                               long(group.x) * BK);
+      attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, mask, grad_out, lse, delta, grad_k, grad_v,
+                                               long(group.y), long(group.x) * BK);
     return;
   }
 #endif
@@ -833,11 +896,12 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
                                  uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
 #if defined(METALSIM_VECTOR_BYTES)
-  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+  {  // every call; before the threadgroup variables (see the forward)
     AT_COUNT_CALL();
     if (tid == 0)
-      attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_q, long(group.y),
-                                                   long(group.x) * BQB);
+      attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, mask, grad_out, lse, delta, grad_q,
+                                                   p.mask_grad != 0 ? grad_mask : (device T*)nullptr,
+                                                   long(group.y), long(group.x) * BQB);
     return;
   }
 #endif
