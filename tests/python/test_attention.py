@@ -192,6 +192,47 @@ def test_dropout_is_deterministic_under_manual_seed():
     assert_native()
 
 
+def philox4x32_10(key, counter):
+    """kernels/philox.h's philox4x32_10 in Python: counter words (group_lo, group_hi, 0, 0),
+    key (seed_lo, seed_hi), nine keyed rounds with the key bumped after each, then a tenth."""
+    m = 0xFFFFFFFF
+    c = [counter & m, counter >> 32, 0, 0]
+    k = list(key)
+    for r in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k[0], p1 & m, (p0 >> 32) ^ c[3] ^ k[1], p0 & m]
+        k = [(k[0] + 0x9E3779B9) & m, (k[1] + 0xBB67AE85) & m]
+    return c
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_mask_is_the_documented_philox_stream(causal):
+    # Element (bh, i, j) keeps when the top 24 bits of word j % 4 of Philox counter
+    # offset / 4 + (bh * L + i) * ceil(S / 4) + j // 4 are >= p (kernels/attention.metal),
+    # for every key, causal or not; the forward's output uses that same mask.
+    p, (b, h, l, s) = 0.4, (1, 2, 5, 11)
+    q, k, v = (t.to(DEV) for t in qkv(b, h, h, l, s, 8, 8, torch.float32))
+    res = OP(q, k, v, None, p, causal, True)
+    seed, offset, keep = int(res[6]), int(res[7]), res[8].cpu()
+    key = (seed & 0xFFFFFFFF, seed >> 32)
+    per_row = (s + 3) // 4
+    want = torch.empty(b * h, l, s)
+    for bh in range(b * h):
+        for i in range(l):
+            for j0 in range(0, s, 4):
+                words = philox4x32_10(key, offset // 4 + (bh * l + i) * per_row + j0 // 4)
+                for j in range(j0, min(j0 + 4, s)):
+                    want[bh, i, j] = float((words[j % 4] >> 8) / 2**24 >= p)
+    assert torch.equal(keep.reshape(b * h, l, s), want)
+    # The output: softmax's probabilities times that mask / (1 - p).
+    scores = (q.cpu() @ k.cpu().transpose(-2, -1)) / 8**0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(l, s, dtype=torch.bool).tril().logical_not(), float("-inf"))
+    ref = (torch.softmax(scores, -1) * want.reshape(b, h, l, s) / (1 - p)) @ v.cpu()
+    torch.testing.assert_close(res[0].cpu(), ref, **TOL[torch.float32])
+    assert_native()
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_dropout_statistics(p):
     q, k, v = (t.to(DEV) for t in qkv(2, 4, 4, 64, 256, 16, 16, torch.float32))
