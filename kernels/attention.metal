@@ -279,12 +279,54 @@ METAL_FUNC void at_stage_transposed(float* dst, const device T* src, long rs, lo
   }
 }
 
-// Dropout's factor for row i, keys j0..j0+3 (j0 a multiple of 4): 1 / (1 - p) where kept,
-// 0 where dropped; the keep decisions are dropout_keep's, one Philox call for the four.
-METAL_FUNC void at_dropout_factors(constant AttentionParams& p, long bh, long i, long j0, float keep_scale,
-                                   float (&f)[4]) {
-  const uint4 w = dropout_words(p, bh, i, j0);
-  for (int l = 0; l < 4; ++l) f[l] = dropout_keep(w, j0 + l, p.dropout) ? keep_scale : 0.0f;
+// Dropout's factors for rows i0..i0+8 and keys j0..j0+3 (j0 a multiple of 4): f[r * rs +
+// u * us] = keep_scale where (i0 + r, j0 + u) is kept, 0 where dropped. The keep decisions
+// are dropout_words' and dropout_keep's, with philox.h's ten rounds run on vectors of the
+// 8 rows' counters (one scalar Philox call per four keys was most of a dropout call's
+// CPU time); test_attention checks the mask against the algorithm.
+typedef unsigned int at_vu __attribute__((vector_size(32)));
+typedef unsigned long at_vl __attribute__((vector_size(64)));
+METAL_FUNC void at_dropout_rows8(constant AttentionParams& p, long bh, long i0, long j0, float keep_scale, float* f,
+                                 int rs, int us) {
+  constexpr int N = 8;
+  typedef at_v8 at_vf;
+  const unsigned long per_row = (unsigned long)((p.S + 3) / 4);
+  at_vl ctr;
+  for (int r = 0; r < N; ++r)
+    ctr[r] = p.group0 + (unsigned long)(bh * p.L + i0 + r) * per_row + (unsigned long)(j0 / 4);
+  // Counter words (group_lo, group_hi, 0, 0), key (seed_lo, seed_hi), as philox4x32_10.
+  at_vu c0 = __builtin_convertvector(ctr, at_vu), c1 = __builtin_convertvector(ctr >> 32, at_vu);
+  at_vu c2 = at_vu{}, c3 = at_vu{};
+  unsigned int k0 = p.seed_lo, k1 = p.seed_hi;
+  for (int round = 0; round < 10; ++round) {
+    // 32 x 32 -> 64-bit products: mulhi is the high half, the low half the wrapped product.
+    const at_vl m0 = __builtin_convertvector(c0, at_vl) * 0xD2511F53ul;
+    const at_vl m1 = __builtin_convertvector(c2, at_vl) * 0xCD9E8D57ul;
+    const at_vu n0 = __builtin_convertvector(m1 >> 32, at_vu) ^ c1 ^ k0;
+    const at_vu n2 = __builtin_convertvector(m0 >> 32, at_vu) ^ c3 ^ k1;
+    c1 = __builtin_convertvector(m1, at_vu);
+    c3 = __builtin_convertvector(m0, at_vu);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const at_vu words[4] = {c0, c1, c2, c3};
+  const at_vf kept = at_vf{} + keep_scale, dropped = at_vf{};
+  for (int u = 0; u < 4; ++u) {
+    // philox_uniform: the top 24 bits, exact in float.
+    const at_vf x = __builtin_convertvector(words[u] >> 8, at_vf) * (1.0f / 16777216.0f);
+    const at_vf fu = x >= p.dropout ? kept : dropped;
+    for (int r = 0; r < N; ++r) f[r * rs + u * us] = fu[r];
+  }
+}
+
+// N rows: eight at a time (every N is a multiple of 8).
+template <int N>
+METAL_FUNC void at_dropout_rows(constant AttentionParams& p, long bh, long i0, long j0, float keep_scale, float* f,
+                                int rs, int us) {
+  static_assert(N % 8 == 0, "whole vectors of rows");
+  for (int r0 = 0; r0 < N; r0 += 8) at_dropout_rows8(p, bh, i0 + r0, j0, keep_scale, f + r0 * rs, rs, us);
 }
 
 // The forward for query rows q0.. (BQ of them) of head h, on lane 0: per block of BK keys,
@@ -376,12 +418,12 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
       row_max[r] = nm[r];
     }
     if (drop) {  // after the row sums, which are dropout's denominators
-      for (int r = 0; r < nq; ++r)
-        for (int j0 = 0; j0 < nk; j0 += 4) {
-          float f[4];
-          at_dropout_factors(p, bh, q0 + r, k0 + j0, keep_scale, f);
-          for (int l = 0; l < 4 && j0 + l < nk; ++l) st[(j0 + l) * BQ + r] *= f[l];
-        }
+      for (int j0 = 0; j0 < nk && (p.causal == 0 || k0 + j0 <= q0 + BQ - 1); j0 += 4) {
+        float f[4 * BQ];
+        at_dropout_rows<BQ>(p, bh, q0, k0 + j0, keep_scale, f, 1, BQ);
+        for (int l = 0; l < 4 && j0 + l < nk; ++l)
+          for (int r = 0; r < BQ; ++r) st[(j0 + l) * BQ + r] *= f[l * BQ + r];
+      }
     }
     // O^T [Dv][BQ] = O^T * correction + V^T P^T: row d, key j is v[k0 + j][d].
     at_product<BQ, at_rescaled>(ot, Dv, vb + k0 * p.v_ls, p.v_ds, p.v_ls, st, nk, corr);
@@ -394,13 +436,11 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
     lse[bh * p.L + q0 + r] = row_sum[r] > 0.0f ? row_max[r] + log(row_sum[r]) : -INFINITY;
   }
   // The debug keep mask [B, Hq, L, S], every key (causal blocks skipped above included).
-  for (int r = 0; p.debug != 0 && r < nq; ++r) {
-    device float* row = debug + (bh * p.L + q0 + r) * p.S;
-    for (long j0 = 0; j0 < p.S; j0 += 4) {
-      float f[4];
-      at_dropout_factors(p, bh, q0 + r, j0, 1.0f, f);
-      for (long l = 0; l < 4 && j0 + l < p.S; ++l) row[j0 + l] = f[l];
-    }
+  for (long j0 = 0; p.debug != 0 && j0 < p.S; j0 += 4) {
+    float f[4 * BQ];
+    at_dropout_rows<BQ>(p, bh, q0, j0, 1.0f, f, 1, BQ);
+    for (int r = 0; r < nq; ++r)
+      for (long l = 0; l < 4 && j0 + l < p.S; ++l) debug[(bh * p.L + q0 + r) * p.S + j0 + l] = f[l * BQ + r];
   }
 }
 #endif
@@ -641,6 +681,8 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
   const long qstart = p.causal != 0 ? k0 / QB * QB : 0;  // causal: rows before k0 see none of these keys
   const bool has_mask = p.has_mask != 0, drop = p.dropout > 0.0f;
   const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
+  float fb[QB * BK], ones[BK];  // dropout's factors [QB][BK] of the query block; 1s without dropout
+  for (int c = 0; c < BK; ++c) ones[c] = 1.0f;
   for (long h = hk * groups; h < (hk + 1) * groups; ++h) {
     const long bh = b * p.Hq + h;
     const device T* mb = mask + b * p.m_bs + h * p.m_hs + k0 * p.m_ss;
@@ -651,28 +693,29 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
       at_product<BK, at_from_zero>(sb, nq, qr, p.q_ls, p.q_ds, kt, D);    // S [nq][BK]
       at_product<BK, at_from_zero>(dpb, nq, gr, p.g_ls, p.g_ds, vt, Dv);  // dP
       const bool whole = nk == BK && (p.causal == 0 || k0 + BK - 1 <= q0);
+      for (int c0 = 0; drop && c0 < BK; c0 += 4) {
+        if (p.causal == 0 || k0 + c0 <= q0 + QB - 1) {
+          at_dropout_rows<QB>(p, bh, q0, k0 + c0, keep_scale, fb + c0, BK, 1);
+        } else {  // causality masks these keys for every row (P = 0): not drawn
+          for (int r = 0; r < QB; ++r)
+            for (int u = 0; u < 4; ++u) fb[r * BK + c0 + u] = 1.0f;
+        }
+      }
       for (int r = 0; r < nq; ++r) {
         const float l = lse[bh * p.L + q0 + r], dl = delta[bh * p.L + q0 + r];
         float* s = sb + r * BK;
         float* dp = dpb + r * BK;
         if (has_mask || drop) {
-          // The mask's row (0 past nk) and dropout's factors (1 without dropout; not drawn
-          // for rows that see none of these keys). With f = 0 this is the GPU code's P = 0,
-          // dP = 0 of a dropped element; with f = 1 and mr = 0 the plain loops' arithmetic.
-          float mr[BK], f[BK];
-          for (int c = 0; c < BK; ++c) {
-            mr[c] = 0.0f;
-            f[c] = 1.0f;
-          }
+          // The mask's row (0 past nk) and dropout's factors (1 without dropout). With
+          // f = 0 this is the GPU code's P = 0, dP = 0 of a dropped element; with f = 1 and
+          // mr = 0 the plain loops' arithmetic.
+          float mr[BK];
+          for (int c = 0; c < BK; ++c) mr[c] = 0.0f;
           if (has_mask) {
             const device T* m = mb + (q0 + r) * p.m_ls;
             for (int c = 0; c < nk; ++c) mr[c] = float(m[c * p.m_ss]);
           }
-          for (int c0 = 0; drop && c0 < nk && (p.causal == 0 || k0 + c0 <= q0 + r); c0 += 4) {
-            float f4[4];
-            at_dropout_factors(p, bh, q0 + r, k0 + c0, keep_scale, f4);
-            for (int u = 0; u < 4; ++u) f[c0 + u] = f4[u];
-          }
+          const float* f = drop ? fb + r * BK : ones;
           for (int c = 0; c < BK; ++c) {
             const bool in = c < nk && (p.causal == 0 || k0 + c <= q0 + r) && l != -INFINITY;
             const float x = (s[c] * scale + mr[c]) - l;
@@ -757,13 +800,9 @@ METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const de
       } else {
         for (int i = 0; i < nk * BQB; ++i) mt[i] = 0.0f;
       }
-      for (int i = 0; i < nk * BQB; ++i) ft[i] = 1.0f;
-      for (int r = 0; drop && r < nq; ++r)
-        for (int j0 = 0; j0 < nk && (p.causal == 0 || k0 + j0 <= q0 + r); j0 += 4) {
-          float f4[4];
-          at_dropout_factors(p, bh, q0 + r, k0 + j0, keep_scale, f4);
-          for (int u = 0; u < 4 && j0 + u < nk; ++u) ft[(j0 + u) * BQB + r] = f4[u];
-        }
+      for (int i = 0; i < BK * BQB; ++i) ft[i] = 1.0f;
+      for (int j0 = 0; drop && j0 < nk && (p.causal == 0 || k0 + j0 <= q0 + BQB - 1); j0 += 4)
+        at_dropout_rows<BQB>(p, bh, q0, k0 + j0, keep_scale, ft + j0 * BQB, 1, BQB);
     }
     for (int j = 0; j < nk; ++j) {
       float* s = st + j * BQB;
