@@ -31,9 +31,8 @@
 // backward (and the debug mask) regenerate exactly the forward's mask.
 //
 // The simulator (METALSIM_VECTOR_BYTES) runs a SIMD group's lanes one after another, so
-// there, without a mask or dropout, lane 0 computes each kernel's whole block alone
-// (the *_lane0 functions: no barriers, no SIMD-group matrix objects); masked and dropout
-// calls run the same code as the GPU.
+// there lane 0 computes each kernel's whole block alone, masks and dropout included (the
+// *_lane0 functions: no barriers, no SIMD-group matrix objects).
 //
 // All products accumulate in float32; half and bfloat convert when staged.
 #include <metal_stdlib>
@@ -166,11 +165,12 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
 //
 // The simulator runs a SIMD group's 32 lanes one after another on fibers: every barrier
 // is 32 fiber switches, every SIMD-group matrix call is counted on each lane, and
-// per-lane loops run 32 times in a row. Without a mask or dropout (the common case) its
-// lane 0 therefore computes each whole block alone (attention_forward_lane0 and the two
-// backward ones below), with no barriers and no matrix objects: the products as
-// register-blocked loops over plain float arrays, the softmax with the rows side by
-// side (vectorised, metal::exp), the other lanes only count one SIMD-group call so the
+// per-lane loops run 32 times in a row. Its lane 0 therefore computes each whole block
+// alone, every call (attention_forward_lane0 and the two backward ones below), with no
+// barriers and no matrix objects: the products as register-blocked loops over plain
+// float arrays, the softmax with the rows side by side (vectorised, metal::exp), the
+// mask read in place and dropout's Philox words drawn for 8 rows at once (vectors), the
+// other lanes only count one SIMD-group call so the
 // simulator's divergence check still sees them (as kernels/matmul.metal's simulator
 // branch does). Per element the steps are the #else branch's: products summed in the
 // order of k, one multiply-add each, the softmax's steps in the order of the keys (not

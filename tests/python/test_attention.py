@@ -152,8 +152,8 @@ def test_wide_head_dims_causal_gqa_and_mask(dtype):
 @pytest.mark.parametrize("d", [32, 96])  # both tile classes
 def test_saturated_scores(d):
     # Scores of up to a few hundred: most probabilities underflow to 0 and rows are
-    # nearly one-hot, through the simulator's lane-0 kernels (calls without a mask or
-    # dropout: vectorised metal::exp across rows or keys). Large scores amplify float32 rounding: CPU's own float32 gradients are
+    # nearly one-hot, through the simulator's lane-0 kernels (vectorised metal::exp
+    # across rows or keys). Large scores amplify float32 rounding: CPU's own float32 gradients are
     # up to 8e-4 off a float64 reference here (metalx's 5e-4), hence the tolerance.
     q, k, v = qkv(2, 2, 2, 40, 64, d, d, torch.float32)
     assert_matches((q * 30, k, v), torch.float32, tol=dict(rtol=1e-3, atol=1e-4))
