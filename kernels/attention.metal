@@ -50,6 +50,7 @@ struct AttentionParams {
   long g_bs, g_hs, g_ls, g_ds;      // grad_out (backward)
   long m_bs, m_hs, m_ls, m_ss;      // the additive mask
   long has_mask, causal, debug, mask_grad;
+  long gpu_code;                    // simulator: the code below, not the lane-0 kernels (tests)
   ulong group0;                     // Philox counter group of element 0
   uint seed_lo, seed_hi;
   float scale, dropout;
@@ -455,9 +456,10 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
                               uint3 group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BQ = at_blocks_for(DMAX).bq, BK = at_blocks_for(DMAX).bk;
 #if defined(METALSIM_VECTOR_BYTES)
-  // Every call (masks, dropout and its debug mask included). Before the threadgroup
+  // Every call (masks, dropout and its debug mask included) unless asked for the GPU's
+  // code (METALX_SIM_ATTENTION_GPU_CODE, so tests keep running it). Before the threadgroup
   // variables: the simulator allocates them on every lane.
-  {
+  if (p.gpu_code == 0) {
     AT_COUNT_CALL();
     if (tid == 0)
       attention_forward_lane0<T, BQ, BK, DMAX>(p, q, k, v, mask, out, lse, debug, long(group.y), long(group.x) * BQ);
@@ -850,7 +852,7 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
                                   uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
 #if defined(METALSIM_VECTOR_BYTES)
-  {  // every call; before the threadgroup variables (see the forward)
+  if (p.gpu_code == 0) {  // before the threadgroup variables (see the forward)
     AT_COUNT_CALL();
     if (tid == 0)
       attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, mask, grad_out, lse, delta, grad_k, grad_v,
@@ -935,7 +937,7 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
                                  uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
 #if defined(METALSIM_VECTOR_BYTES)
-  {  // every call; before the threadgroup variables (see the forward)
+  if (p.gpu_code == 0) {  // before the threadgroup variables (see the forward)
     AT_COUNT_CALL();
     if (tid == 0)
       attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, mask, grad_out, lse, delta, grad_q,

@@ -286,6 +286,35 @@ def test_dropout_forward_and_backward_match_a_reference_with_the_same_mask(dtype
     assert_native()
 
 
+# ---- the GPU's code on the simulator ----
+# The simulator runs its lane-0 kernels for every call; METALX_SIM_ATTENTION_GPU_CODE=1 runs
+# the kernels' shared per-lane code instead (what an Apple GPU runs), so it stays tested.
+
+
+@pytest.mark.parametrize("d", [32, 96])  # both tile classes
+def test_gpu_code_with_a_mask(monkeypatch, d):
+    monkeypatch.setenv("METALX_SIM_ATTENTION_GPU_CODE", "1")
+    q, k, v = qkv(2, 2, 2, 37, 45, d, d, torch.float32)
+    assert_matches((q, k, v, sample((2, 1, 37, 45), seed=5)), torch.float32)
+    assert_matches(qkv(1, 4, 2, 35, 35, d, d, torch.float32), torch.float32, is_causal=True, enable_gqa=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_code_and_lane0_kernels_drop_the_same_elements(monkeypatch, causal):
+    # The same seed through both: equal within rounding only if both keep the same mask.
+    q, k, v = qkv(2, 2, 2, 37, 45, 32, 32, torch.float32)
+    runs = []
+    for gpu_code in ("0", "1"):
+        monkeypatch.setenv("METALX_SIM_ATTENTION_GPU_CODE", gpu_code)
+        torch.manual_seed(21)
+        runs.append(run_sdpa((q, k, v), DEV, dropout_p=0.3, is_causal=causal))
+    (out0, grads0), (out1, grads1) = runs
+    torch.testing.assert_close(out1.cpu(), out0.cpu(), **TOL[torch.float32])
+    for a, b in zip(grads1, grads0):
+        torch.testing.assert_close(a.cpu(), b.cpu(), **TOL[torch.float32])
+    assert_native()
+
+
 # ---- modules ----
 
 
