@@ -31,9 +31,8 @@
 // backward (and the debug mask) regenerate exactly the forward's mask.
 //
 // The simulator (METALSIM_VECTOR_BYTES) runs a SIMD group's lanes one after another, so
-// there, without a mask or dropout, lane 0 computes each kernel's whole block alone
-// (the *_lane0 functions: no barriers, no SIMD-group matrix objects); masked and dropout
-// calls run the same code as the GPU.
+// there lane 0 computes each kernel's whole block alone, masks and dropout included (the
+// *_lane0 functions: no barriers, no SIMD-group matrix objects).
 //
 // All products accumulate in float32; half and bfloat convert when staged.
 #include <metal_stdlib>
@@ -51,6 +50,7 @@ struct AttentionParams {
   long g_bs, g_hs, g_ls, g_ds;      // grad_out (backward)
   long m_bs, m_hs, m_ls, m_ss;      // the additive mask
   long has_mask, causal, debug, mask_grad;
+  long gpu_code;                    // simulator: the code below, not the lane-0 kernels (tests)
   ulong group0;                     // Philox counter group of element 0
   uint seed_lo, seed_hi;
   float scale, dropout;
@@ -166,11 +166,12 @@ inline float masked_score(constant AttentionParams& p, const device T* mask, flo
 //
 // The simulator runs a SIMD group's 32 lanes one after another on fibers: every barrier
 // is 32 fiber switches, every SIMD-group matrix call is counted on each lane, and
-// per-lane loops run 32 times in a row. Without a mask or dropout (the common case) its
-// lane 0 therefore computes each whole block alone (attention_forward_lane0 and the two
-// backward ones below), with no barriers and no matrix objects: the products as
-// register-blocked loops over plain float arrays, the softmax with the rows side by
-// side (vectorised, metal::exp), the other lanes only count one SIMD-group call so the
+// per-lane loops run 32 times in a row. Its lane 0 therefore computes each whole block
+// alone, every call (attention_forward_lane0 and the two backward ones below), with no
+// barriers and no matrix objects: the products as register-blocked loops over plain
+// float arrays, the softmax with the rows side by side (vectorised, metal::exp), the
+// mask read in place and dropout's Philox words drawn for 8 rows at once (vectors), the
+// other lanes only count one SIMD-group call so the
 // simulator's divergence check still sees them (as kernels/matmul.metal's simulator
 // branch does). Per element the steps are the #else branch's: products summed in the
 // order of k, one multiply-add each, the softmax's steps in the order of the keys (not
@@ -279,18 +280,72 @@ METAL_FUNC void at_stage_transposed(float* dst, const device T* src, long rs, lo
   }
 }
 
+// Dropout's factors for rows i0..i0+8 and keys j0..j0+3 (j0 a multiple of 4): f[r * rs +
+// u * us] = keep_scale where (i0 + r, j0 + u) is kept, 0 where dropped. The keep decisions
+// are dropout_words' and dropout_keep's, with philox.h's ten rounds run on vectors of the
+// 8 rows' counters (one scalar Philox call per four keys was most of a dropout call's
+// CPU time); test_attention checks the mask against the algorithm.
+typedef unsigned int at_vu __attribute__((vector_size(32)));
+typedef unsigned long at_vl __attribute__((vector_size(64)));
+METAL_FUNC void at_dropout_rows8(constant AttentionParams& p, long bh, long i0, long j0, float keep_scale, float* f,
+                                 int rs, int us) {
+  constexpr int N = 8;
+  typedef at_v8 at_vf;
+  const unsigned long per_row = (unsigned long)((p.S + 3) / 4);
+  at_vl ctr;
+  for (int r = 0; r < N; ++r)
+    ctr[r] = p.group0 + (unsigned long)(bh * p.L + i0 + r) * per_row + (unsigned long)(j0 / 4);
+  // Counter words (group_lo, group_hi, 0, 0), key (seed_lo, seed_hi), as philox4x32_10.
+  at_vu c0 = __builtin_convertvector(ctr, at_vu), c1 = __builtin_convertvector(ctr >> 32, at_vu);
+  at_vu c2 = at_vu{}, c3 = at_vu{};
+  unsigned int k0 = p.seed_lo, k1 = p.seed_hi;
+  for (int round = 0; round < 10; ++round) {
+    // 32 x 32 -> 64-bit products: mulhi is the high half, the low half the wrapped product.
+    const at_vl m0 = __builtin_convertvector(c0, at_vl) * 0xD2511F53ul;
+    const at_vl m1 = __builtin_convertvector(c2, at_vl) * 0xCD9E8D57ul;
+    const at_vu n0 = __builtin_convertvector(m1 >> 32, at_vu) ^ c1 ^ k0;
+    const at_vu n2 = __builtin_convertvector(m0 >> 32, at_vu) ^ c3 ^ k1;
+    c1 = __builtin_convertvector(m1, at_vu);
+    c3 = __builtin_convertvector(m0, at_vu);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const at_vu words[4] = {c0, c1, c2, c3};
+  const at_vf kept = at_vf{} + keep_scale, dropped = at_vf{};
+  for (int u = 0; u < 4; ++u) {
+    // philox_uniform: the top 24 bits, exact in float.
+    const at_vf x = __builtin_convertvector(words[u] >> 8, at_vf) * (1.0f / 16777216.0f);
+    const at_vf fu = x >= p.dropout ? kept : dropped;
+    for (int r = 0; r < N; ++r) f[r * rs + u * us] = fu[r];
+  }
+}
+
+// N rows: eight at a time (every N is a multiple of 8).
+template <int N>
+METAL_FUNC void at_dropout_rows(constant AttentionParams& p, long bh, long i0, long j0, float keep_scale, float* f,
+                                int rs, int us) {
+  static_assert(N % 8 == 0, "whole vectors of rows");
+  for (int r0 = 0; r0 < N; r0 += 8) at_dropout_rows8(p, bh, i0 + r0, j0, keep_scale, f + r0 * rs, rs, us);
+}
+
 // The forward for query rows q0.. (BQ of them) of head h, on lane 0: per block of BK keys,
 // S^T = K Q^T (keys as rows, the BQ query rows side by side in vectors), the online
-// softmax update of every row at once, O^T = O^T * correction + V^T P^T; then O = O^T^T
-// / row sum and the logsumexp. The rows' arithmetic is attention_forward's per-row loop's.
+// softmax update of every row at once (the row sums before dropout), dropout's factors,
+// O^T = O^T * correction + V^T P^T; then O = O^T^T / row sum and the logsumexp. The rows'
+// arithmetic is attention_forward's per-row loop's.
 template <typename T, int BQ, int BK, int DMAX>
 METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const device T* q, const device T* k,
-                                        const device T* v, device T* out, device float* lse, long bh, long q0) {
+                                        const device T* v, const device T* mask, device T* out, device float* lse,
+                                        device float* debug, long bh, long q0) {
   const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   const device T* qb = q + b * p.q_bs + h * p.q_hs;
   const device T* kb = k + b * p.k_bs + hk * p.k_hs;
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
+  const device T* mb = mask + b * p.m_bs + h * p.m_hs + q0 * p.m_ls;
   float qt[DMAX * BQ], ot[DMAX * BQ], st[BK * BQ];  // Q^T [D][BQ], O^T [Dv][BQ], S^T and P^T [BK][BQ]
+  float mt[BK * BQ];                                // the mask's block, transposed as S^T
   float row_max[BQ], row_sum[BQ], corr[BQ];
   const int D = int(p.D), Dv = int(p.Dv);
   const int nq = int(min(long(BQ), p.L - q0));
@@ -301,18 +356,33 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
     row_sum[r] = 0.0f;
   }
   const float scale = p.scale;
+  const bool has_mask = p.has_mask != 0, drop = p.dropout > 0.0f;
+  const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
   long kend = p.S;
   if (p.causal != 0) kend = min(p.S, q0 + BQ);  // keys past the block's last row are masked for all its rows
   for (long k0 = 0; k0 < kend; k0 += BK) {
     const int nk = int(min(long(BK), p.S - k0));
     // S^T [nk][BQ]: row j is key k0 + j against every query row.
     at_product<BQ, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);
-    // Scores after scale, -inf where masked (keys past S, rows past L, causal); the
-    // block's max per row.
+    // Scores after scale (and the mask), -inf where masked (keys past S, rows past L,
+    // causal); the block's max per row.
     float bm[BQ];
     for (int r = 0; r < BQ; ++r) bm[r] = -INFINITY;
     const bool whole = nk == BK && nq == BQ && (p.causal == 0 || k0 + BK - 1 <= q0);
-    if (whole) {
+    if (has_mask) {
+      // Read in place through its strides (0 where broadcast); columns past nk unused.
+      at_stage_transposed<BQ>(mt, mb + k0 * p.m_ss, p.m_ls, p.m_ss, nq, nk);
+      for (int i = nk * BQ; i < BK * BQ; ++i) mt[i] = 0.0f;
+      for (int j = 0; j < BK; ++j)
+        for (int r = 0; r < BQ; ++r) {
+          const bool in = j < nk && r < nq;
+          float s = st[j * BQ + r] * scale;
+          s += mt[j * BQ + r];
+          s = in ? s : -INFINITY;
+          st[j * BQ + r] = s;
+          bm[r] = s > bm[r] ? s : bm[r];
+        }
+    } else if (whole) {
       for (int j = 0; j < BK; ++j)
         for (int r = 0; r < BQ; ++r) {
           const float s = st[j * BQ + r] * scale;
@@ -348,6 +418,14 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
       row_sum[r] = row_sum[r] * corr[r] + bs[r];
       row_max[r] = nm[r];
     }
+    if (drop) {  // after the row sums, which are dropout's denominators
+      for (int j0 = 0; j0 < nk && (p.causal == 0 || k0 + j0 <= q0 + BQ - 1); j0 += 4) {
+        float f[4 * BQ];
+        at_dropout_rows<BQ>(p, bh, q0, k0 + j0, keep_scale, f, 1, BQ);
+        for (int l = 0; l < 4 && j0 + l < nk; ++l)
+          for (int r = 0; r < BQ; ++r) st[(j0 + l) * BQ + r] *= f[l * BQ + r];
+      }
+    }
     // O^T [Dv][BQ] = O^T * correction + V^T P^T: row d, key j is v[k0 + j][d].
     at_product<BQ, at_rescaled>(ot, Dv, vb + k0 * p.v_ls, p.v_ds, p.v_ls, st, nk, corr);
   }
@@ -357,6 +435,13 @@ METAL_FUNC void attention_forward_lane0(constant AttentionParams& p, const devic
     device T* o = out + b * p.o_bs + h * p.o_hs + (q0 + r) * p.o_ls;
     for (int d = 0; d < Dv; ++d) o[d * p.o_ds] = T(ot[d * BQ + r] * inv);
     lse[bh * p.L + q0 + r] = row_sum[r] > 0.0f ? row_max[r] + log(row_sum[r]) : -INFINITY;
+  }
+  // The debug keep mask [B, Hq, L, S], every key (causal blocks skipped above included).
+  for (long j0 = 0; p.debug != 0 && j0 < p.S; j0 += 4) {
+    float f[4 * BQ];
+    at_dropout_rows<BQ>(p, bh, q0, j0, 1.0f, f, 1, BQ);
+    for (int r = 0; r < nq; ++r)
+      for (long l = 0; l < 4 && j0 + l < p.S; ++l) debug[(bh * p.L + q0 + r) * p.S + j0 + l] = f[l * BQ + r];
   }
 }
 #endif
@@ -371,11 +456,13 @@ kernel void attention_forward(const device T* q [[buffer(0)]], const device T* k
                               uint3 group [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BQ = at_blocks_for(DMAX).bq, BK = at_blocks_for(DMAX).bk;
 #if defined(METALSIM_VECTOR_BYTES)
-  // Uniform over the SIMD group. Before the threadgroup variables: the simulator
-  // allocates them on every lane.
-  if (p.has_mask == 0 && p.dropout == 0.0f && p.debug == 0) {
+  // Every call (masks, dropout and its debug mask included) unless asked for the GPU's
+  // code (METALX_SIM_ATTENTION_GPU_CODE, so tests keep running it). Before the threadgroup
+  // variables: the simulator allocates them on every lane.
+  if (p.gpu_code == 0) {
     AT_COUNT_CALL();
-    if (tid == 0) attention_forward_lane0<T, BQ, BK, DMAX>(p, q, k, v, out, lse, long(group.y), long(group.x) * BQ);
+    if (tid == 0)
+      attention_forward_lane0<T, BQ, BK, DMAX>(p, q, k, v, mask, out, lse, debug, long(group.y), long(group.x) * BQ);
     return;
   }
 #endif
@@ -572,15 +659,15 @@ METAL_FUNC void stage_query_block(constant AttentionParams& p, const device T* q
 // The simulator's backward for key rows k0.. (BK of them) of key head hk, on lane 0 (see
 // the lane-0 section above): K^T and V^T staged once; per query head of the group and
 // block of AT_BWD_ROWS query rows, S = Q K^T and dP = dO V^T (query rows as rows, the
-// keys side by side), P and dS = P * (dP - delta) per element, dV^T += dO^T P and
-// dK^T += Q^T dS; Q and dO are read in place. Per element the arithmetic of
-// attention_backward_kv and probabilities_column.
+// keys side by side), P and dS = P * (dP - delta) per element (with the mask's row and
+// dropout's factors when given), dV^T += dO^T P and dK^T += Q^T dS; Q and dO are read in
+// place. Per element the arithmetic of attention_backward_kv and probabilities_column.
 #define AT_BWD_ROWS 64
 template <typename T, int BK, int DMAX>
 METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const device T* q, const device T* k,
-                                            const device T* v, const device T* grad_out, const device float* lse,
-                                            const device float* delta, device T* grad_k, device T* grad_v, long bhk,
-                                            long k0) {
+                                            const device T* v, const device T* mask, const device T* grad_out,
+                                            const device float* lse, const device float* delta, device T* grad_k,
+                                            device T* grad_v, long bhk, long k0) {
   const long b = bhk / p.Hk, hk = bhk % p.Hk;
   constexpr int QB = AT_BWD_ROWS;
   float kt[DMAX * BK], vt[DMAX * BK], dkt[DMAX * BK], dvt[DMAX * BK];  // K^T, V^T, dK^T, dV^T [d][BK]
@@ -594,8 +681,13 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
   const float scale = p.scale;
   const long groups = p.Hq / p.Hk;
   const long qstart = p.causal != 0 ? k0 / QB * QB : 0;  // causal: rows before k0 see none of these keys
+  const bool has_mask = p.has_mask != 0, drop = p.dropout > 0.0f;
+  const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
+  float fb[QB * BK], ones[BK];  // dropout's factors [QB][BK] of the query block; 1s without dropout
+  for (int c = 0; c < BK; ++c) ones[c] = 1.0f;
   for (long h = hk * groups; h < (hk + 1) * groups; ++h) {
     const long bh = b * p.Hq + h;
+    const device T* mb = mask + b * p.m_bs + h * p.m_hs + k0 * p.m_ss;
     for (long q0 = qstart; q0 < p.L; q0 += QB) {
       const int nq = int(min(long(QB), p.L - q0));
       const device T* qr = q + b * p.q_bs + h * p.q_hs + q0 * p.q_ls;
@@ -603,11 +695,37 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
       at_product<BK, at_from_zero>(sb, nq, qr, p.q_ls, p.q_ds, kt, D);    // S [nq][BK]
       at_product<BK, at_from_zero>(dpb, nq, gr, p.g_ls, p.g_ds, vt, Dv);  // dP
       const bool whole = nk == BK && (p.causal == 0 || k0 + BK - 1 <= q0);
+      for (int c0 = 0; drop && c0 < BK; c0 += 4) {
+        if (p.causal == 0 || k0 + c0 <= q0 + QB - 1) {
+          at_dropout_rows<QB>(p, bh, q0, k0 + c0, keep_scale, fb + c0, BK, 1);
+        } else {  // causality masks these keys for every row (P = 0): not drawn
+          for (int r = 0; r < QB; ++r)
+            for (int u = 0; u < 4; ++u) fb[r * BK + c0 + u] = 1.0f;
+        }
+      }
       for (int r = 0; r < nq; ++r) {
         const float l = lse[bh * p.L + q0 + r], dl = delta[bh * p.L + q0 + r];
         float* s = sb + r * BK;
         float* dp = dpb + r * BK;
-        if (whole) {  // nothing masked: every row then has an unmasked key, a finite logsumexp
+        if (has_mask || drop) {
+          // The mask's row (0 past nk) and dropout's factors (1 without dropout). With
+          // f = 0 this is the GPU code's P = 0, dP = 0 of a dropped element; with f = 1 and
+          // mr = 0 the plain loops' arithmetic.
+          float mr[BK];
+          for (int c = 0; c < BK; ++c) mr[c] = 0.0f;
+          if (has_mask) {
+            const device T* m = mb + (q0 + r) * p.m_ls;
+            for (int c = 0; c < nk; ++c) mr[c] = float(m[c * p.m_ss]);
+          }
+          const float* f = drop ? fb + r * BK : ones;
+          for (int c = 0; c < BK; ++c) {
+            const bool in = c < nk && (p.causal == 0 || k0 + c <= q0 + r) && l != -INFINITY;
+            const float x = (s[c] * scale + mr[c]) - l;
+            const float prob = exp(in ? x : -INFINITY);  // the select before exp (see below)
+            s[c] = prob * f[c];
+            dp[c] = prob * (dp[c] * f[c] - dl);
+          }
+        } else if (whole) {  // nothing masked: every row then has an unmasked key, a finite logsumexp
           for (int c = 0; c < BK; ++c) {
             const float prob = exp(s[c] * scale - l);
             s[c] = prob;
@@ -641,12 +759,15 @@ METAL_FUNC void attention_backward_kv_lane0(constant AttentionParams& p, const d
 
 // The simulator's dQ for query rows q0.. (BQB of them) of head h, on lane 0: Q^T and dO^T
 // staged once; per block of BK keys, S^T = K Q^T and dP^T = V dO^T (keys as rows, the
-// query rows side by side), dS^T = P^T * (dP^T - delta), dQ^T += K^T dS^T; K and V are
-// read in place. Per element the arithmetic of attention_backward_q and probabilities_column.
+// query rows side by side), dS^T = P^T * (dP^T - delta) (with the mask and dropout's
+// factors when given; dS is the mask's gradient when asked), dQ^T += K^T dS^T; K and V
+// are read in place. Per element the arithmetic of attention_backward_q and
+// probabilities_column.
 template <typename T, int BQB, int BK, int DMAX>
 METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const device T* q, const device T* k,
-                                           const device T* v, const device T* grad_out, const device float* lse,
-                                           const device float* delta, device T* grad_q, long bh, long q0) {
+                                           const device T* v, const device T* mask, const device T* grad_out,
+                                           const device float* lse, const device float* delta, device T* grad_q,
+                                           device T* grad_mask, long bh, long q0) {
   const long b = bh / p.Hq, h = bh % p.Hq, hk = h / (p.Hq / p.Hk);
   float qt[DMAX * BQB], gt[DMAX * BQB], dqt[DMAX * BQB];  // Q^T, dO^T, dQ^T [d][BQB]
   float st[BK * BQB], dpt[BK * BQB];                       // S^T, dP^T then dS^T [BK][BQB]
@@ -664,15 +785,43 @@ METAL_FUNC void attention_backward_q_lane0(constant AttentionParams& p, const de
   const device T* vb = v + b * p.v_bs + hk * p.v_hs;
   const float scale = p.scale;
   const long kend = p.causal != 0 ? min(p.S, q0 + BQB) : p.S;
+  const bool has_mask = p.has_mask != 0, drop = p.dropout > 0.0f;
+  const float keep_scale = p.dropout < 1.0f ? 1.0f / (1.0f - p.dropout) : 0.0f;
+  const device T* mb = mask + b * p.m_bs + h * p.m_hs + q0 * p.m_ls;
+  float mt[BK * BQB], ft[BK * BQB];  // the mask's block and dropout's factors, as S^T
   for (long k0 = 0; k0 < kend; k0 += BK) {
     const int nk = int(min(long(BK), p.S - k0));
     at_product<BQB, at_from_zero>(st, nk, kb + k0 * p.k_ls, p.k_ls, p.k_ds, qt, D);    // S^T [nk][BQB]
     at_product<BQB, at_from_zero>(dpt, nk, vb + k0 * p.v_ls, p.v_ls, p.v_ds, gt, Dv);  // dP^T
     const bool whole = nq == BQB && (p.causal == 0 || k0 + nk - 1 <= q0);
+    if (has_mask || drop) {
+      // As the kv kernel's: mask 0 past nq, factors 1 without dropout (and where a row
+      // sees none of four keys).
+      if (has_mask) {
+        at_stage_transposed<BQB>(mt, mb + k0 * p.m_ss, p.m_ls, p.m_ss, nq, nk);
+      } else {
+        for (int i = 0; i < nk * BQB; ++i) mt[i] = 0.0f;
+      }
+      for (int i = 0; i < BK * BQB; ++i) ft[i] = 1.0f;
+      for (int j0 = 0; drop && j0 < nk && (p.causal == 0 || k0 + j0 <= q0 + BQB - 1); j0 += 4)
+        at_dropout_rows<BQB>(p, bh, q0, k0 + j0, keep_scale, ft + j0 * BQB, 1, BQB);
+    }
     for (int j = 0; j < nk; ++j) {
       float* s = st + j * BQB;
       float* dp = dpt + j * BQB;
-      if (whole) {
+      if (has_mask || drop) {
+        const float* m = mt + j * BQB;
+        const float* f = ft + j * BQB;
+        for (int r = 0; r < BQB; ++r) {
+          const bool in = r < nq && (p.causal == 0 || k0 + j <= q0 + r) && lr[r] != -INFINITY;
+          const float x = (s[r] * scale + m[r]) - lr[r];
+          const float prob = exp(in ? x : -INFINITY);
+          dp[r] = prob * (dp[r] * f[r] - dr[r]);
+        }
+        if (grad_mask != nullptr) {  // dense [B, Hq, L, S]; blocks never visited stay the host's zeros
+          for (int r = 0; r < nq; ++r) grad_mask[(bh * p.L + q0 + r) * p.S + k0 + j] = T(dp[r]);
+        }
+      } else if (whole) {
         for (int r = 0; r < BQB; ++r) dp[r] = exp(s[r] * scale - lr[r]) * (dp[r] - dr[r]);
       } else {
         for (int r = 0; r < BQB; ++r) {
@@ -703,11 +852,11 @@ kernel void attention_backward_kv(const device T* q [[buffer(0)]], const device 
                                   uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
 #if defined(METALSIM_VECTOR_BYTES)
-  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+  if (p.gpu_code == 0) {  // before the threadgroup variables (see the forward)
     AT_COUNT_CALL();
     if (tid == 0)
-      attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_k, grad_v, long(group.y),
-                                               long(group.x) * BK);
+      attention_backward_kv_lane0<T, BK, DMAX>(p, q, k, v, mask, grad_out, lse, delta, grad_k, grad_v,
+                                               long(group.y), long(group.x) * BK);
     return;
   }
 #endif
@@ -788,11 +937,12 @@ kernel void attention_backward_q(const device T* q [[buffer(0)]], const device T
                                  uint tid [[thread_index_in_threadgroup]]) {
   constexpr int BK = at_blocks_for(DMAX).bk, BQB = at_blocks_for(DMAX).bqb;
 #if defined(METALSIM_VECTOR_BYTES)
-  if (p.has_mask == 0 && p.dropout == 0.0f) {  // uniform; before the threadgroup variables (see the forward)
+  if (p.gpu_code == 0) {  // before the threadgroup variables (see the forward)
     AT_COUNT_CALL();
     if (tid == 0)
-      attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, grad_out, lse, delta, grad_q, long(group.y),
-                                                   long(group.x) * BQB);
+      attention_backward_q_lane0<T, BQB, BK, DMAX>(p, q, k, v, mask, grad_out, lse, delta, grad_q,
+                                                   p.mask_grad != 0 ? grad_mask : (device T*)nullptr,
+                                                   long(group.y), long(group.x) * BQB);
     return;
   }
 #endif

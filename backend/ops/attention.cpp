@@ -30,10 +30,12 @@
 #include "allocator.h"
 #include "attention_params.h"
 #include "core/stream_pool.h"
+#include "device.h"
 #include "generator.h"
 #include "launch/kernel_table.h"
 #include "launch/threads.h"
 #include "launch/torch_dtype.h"
+#include "metalx/runtime/env.h"
 
 namespace metalx {
 namespace {
@@ -117,9 +119,17 @@ float scaleOf(const at::Tensor& q, std::optional<double> scale) {
   return static_cast<float>(sdp::calculate_scale(q, scale).expect_float());
 }
 
+// METALX_SIM_ATTENTION_GPU_CODE=1: the simulator runs the kernels' GPU code (per-lane
+// softmax, SIMD-group matrices, barriers) instead of its lane-0 kernels, so tests keep
+// checking the code an Apple GPU runs. Read per call (tests set it around a call).
+bool simulatorRunsGpuCode() {
+  return withTorchErrors([] { return rt::env::flag("METALX_SIM_ATTENTION_GPU_CODE", false); });
+}
+
 // Sizes and strides of q, k, v (and mask, when given) into `p`.
 void describeInputs(AttentionParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& mask) {
+  p.gpu_code = simulatorRunsGpuCode();
   p.B = q.size(0), p.Hq = q.size(1), p.L = q.size(2), p.D = q.size(3);
   p.Hk = k.size(1), p.S = k.size(2), p.Dv = v.size(3);
   p.q_bs = q.stride(0), p.q_hs = q.stride(1), p.q_ls = q.stride(2), p.q_ds = q.stride(3);

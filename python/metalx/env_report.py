@@ -22,6 +22,7 @@ SETTINGS = {
     "METALX_SYNC_INDEX_CHECKS": "1: index values out of range raise at the op (a host wait per check), not at the next synchronisation",
     "METALX_PIPELINE_CACHE_SIZE": "bound of the compute pipeline cache",
     "METALX_LIBRARY_CACHE_SIZE": "bound of the compiled shader library cache",
+    "METALX_SIM_ATTENTION_GPU_CODE": "1: on the simulator, attention runs its GPU code instead of the lane-0 kernels (tests)",
     "METALX_SKIP_TORCH_VERSION_CHECK": "1: load even into another torch than the one built for",
     "TORCH_DEVICE_BACKEND_AUTOLOAD": "0: import torch does not load metalx (default 1)",
     "METALSIM_DEVICE_COUNT": "simulated devices (default 1)",

@@ -152,8 +152,8 @@ def test_wide_head_dims_causal_gqa_and_mask(dtype):
 @pytest.mark.parametrize("d", [32, 96])  # both tile classes
 def test_saturated_scores(d):
     # Scores of up to a few hundred: most probabilities underflow to 0 and rows are
-    # nearly one-hot, through the simulator's lane-0 kernels (calls without a mask or
-    # dropout: vectorised metal::exp across rows or keys). Large scores amplify float32 rounding: CPU's own float32 gradients are
+    # nearly one-hot, through the simulator's lane-0 kernels (vectorised metal::exp
+    # across rows or keys). Large scores amplify float32 rounding: CPU's own float32 gradients are
     # up to 8e-4 off a float64 reference here (metalx's 5e-4), hence the tolerance.
     q, k, v = qkv(2, 2, 2, 40, 64, d, d, torch.float32)
     assert_matches((q * 30, k, v), torch.float32, tol=dict(rtol=1e-3, atol=1e-4))
@@ -189,6 +189,47 @@ def test_dropout_is_deterministic_under_manual_seed():
     torch.manual_seed(11)
     out = OP(q, k, v, None, 0.4, False, True)[0]
     torch.testing.assert_close(a.cpu(), out.cpu(), rtol=0, atol=0)
+    assert_native()
+
+
+def philox4x32_10(key, counter):
+    """kernels/philox.h's philox4x32_10 in Python: counter words (group_lo, group_hi, 0, 0),
+    key (seed_lo, seed_hi), nine keyed rounds with the key bumped after each, then a tenth."""
+    m = 0xFFFFFFFF
+    c = [counter & m, counter >> 32, 0, 0]
+    k = list(key)
+    for r in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k[0], p1 & m, (p0 >> 32) ^ c[3] ^ k[1], p0 & m]
+        k = [(k[0] + 0x9E3779B9) & m, (k[1] + 0xBB67AE85) & m]
+    return c
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_mask_is_the_documented_philox_stream(causal):
+    # Element (bh, i, j) keeps when the top 24 bits of word j % 4 of Philox counter
+    # offset / 4 + (bh * L + i) * ceil(S / 4) + j // 4 are >= p (kernels/attention.metal),
+    # for every key, causal or not; the forward's output uses that same mask.
+    p, (b, h, l, s) = 0.4, (1, 2, 5, 11)
+    q, k, v = (t.to(DEV) for t in qkv(b, h, h, l, s, 8, 8, torch.float32))
+    res = OP(q, k, v, None, p, causal, True)
+    seed, offset, keep = int(res[6]), int(res[7]), res[8].cpu()
+    key = (seed & 0xFFFFFFFF, seed >> 32)
+    per_row = (s + 3) // 4
+    want = torch.empty(b * h, l, s)
+    for bh in range(b * h):
+        for i in range(l):
+            for j0 in range(0, s, 4):
+                words = philox4x32_10(key, offset // 4 + (bh * l + i) * per_row + j0 // 4)
+                for j in range(j0, min(j0 + 4, s)):
+                    want[bh, i, j] = float((words[j % 4] >> 8) / 2**24 >= p)
+    assert torch.equal(keep.reshape(b * h, l, s), want)
+    # The output: softmax's probabilities times that mask / (1 - p).
+    scores = (q.cpu() @ k.cpu().transpose(-2, -1)) / 8**0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(l, s, dtype=torch.bool).tril().logical_not(), float("-inf"))
+    ref = (torch.softmax(scores, -1) * want.reshape(b, h, l, s) / (1 - p)) @ v.cpu()
+    torch.testing.assert_close(res[0].cpu(), ref, **TOL[torch.float32])
     assert_native()
 
 
@@ -242,6 +283,35 @@ def test_dropout_forward_and_backward_match_a_reference_with_the_same_mask(dtype
     if bias is not None:
         torch.testing.assert_close(bias_dev.grad.cpu(), rbias.grad.to(dtype), **tol)
     assert 0.6 < keep.float().mean().item() < 0.8
+    assert_native()
+
+
+# ---- the GPU's code on the simulator ----
+# The simulator runs its lane-0 kernels for every call; METALX_SIM_ATTENTION_GPU_CODE=1 runs
+# the kernels' shared per-lane code instead (what an Apple GPU runs), so it stays tested.
+
+
+@pytest.mark.parametrize("d", [32, 96])  # both tile classes
+def test_gpu_code_with_a_mask(monkeypatch, d):
+    monkeypatch.setenv("METALX_SIM_ATTENTION_GPU_CODE", "1")
+    q, k, v = qkv(2, 2, 2, 37, 45, d, d, torch.float32)
+    assert_matches((q, k, v, sample((2, 1, 37, 45), seed=5)), torch.float32)
+    assert_matches(qkv(1, 4, 2, 35, 35, d, d, torch.float32), torch.float32, is_causal=True, enable_gqa=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_code_and_lane0_kernels_drop_the_same_elements(monkeypatch, causal):
+    # The same seed through both: equal within rounding only if both keep the same mask.
+    q, k, v = qkv(2, 2, 2, 37, 45, 32, 32, torch.float32)
+    runs = []
+    for gpu_code in ("0", "1"):
+        monkeypatch.setenv("METALX_SIM_ATTENTION_GPU_CODE", gpu_code)
+        torch.manual_seed(21)
+        runs.append(run_sdpa((q, k, v), DEV, dropout_p=0.3, is_causal=causal))
+    (out0, grads0), (out1, grads1) = runs
+    torch.testing.assert_close(out1.cpu(), out0.cpu(), **TOL[torch.float32])
+    for a, b in zip(grads1, grads0):
+        torch.testing.assert_close(a.cpu(), b.cpu(), **TOL[torch.float32])
     assert_native()
 
 
