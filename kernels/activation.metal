@@ -19,14 +19,14 @@ template <typename M> struct threshold_op : elementwise_fn {
     threshold = scalar_arg<M>(k, 0);
     value = scalar_arg<M>(k, 1);
   }
-  M operator()(M x, M other) const { return x <= threshold ? value : other; }
+  METAL_FUNC M operator()(M x, M other) const { return x <= threshold ? value : other; }
 };
 METALX_FOR_NUMBERS(METALX_BINARY_KERNELS, threshold, threshold_op)
 
 template <typename M> struct leaky_relu_op : elementwise_fn {
   M slope;
   void load(constant OpScalars& k) { slope = scalar_arg<M>(k, 0); }
-  M operator()(M x) const { return x > M(0) ? x : x * slope; }
+  METAL_FUNC M operator()(M x) const { return x > M(0) ? x : x * slope; }
 };
 
 // elu(x; alpha, scale, input_scale)
@@ -37,7 +37,7 @@ template <typename M> struct elu_op : elementwise_fn {
     scale = k.f[1];
     input_scale = k.f[2];
   }
-  M operator()(M x) const { return x > 0.0f ? x * scale : metalx_expm1(x * input_scale) * alpha * scale; }
+  METAL_FUNC M operator()(M x) const { return x > 0.0f ? x * scale : metalx_expm1(x * input_scale) * alpha * scale; }
 };
 
 // The standard normal CDF for gelu (x * Phi(x)), in one straight-line formula rather than
@@ -68,32 +68,32 @@ METAL_FUNC float metalx_gelu_cdf(float x) {
 }
 
 template <typename M> struct gelu_op : elementwise_fn {
-  M operator()(M x) const { return x * metalx_gelu_cdf(x); }
+  METAL_FUNC M operator()(M x) const { return x * metalx_gelu_cdf(x); }
 };
 template <typename M> struct gelu_tanh_op : elementwise_fn {
-  M operator()(M x) const {
+  METAL_FUNC M operator()(M x) const {
     const M inner = METALX_2_SQRTPI_F * METALX_SQRT1_2_F * (x + 0.044715f * x * x * x);
     return 0.5f * x * (1.0f + tanh(inner));
   }
 };
 
 template <typename M> struct silu_op : elementwise_fn {
-  M operator()(M x) const { return x / (1.0f + exp(-x)); }
+  METAL_FUNC M operator()(M x) const { return x / (1.0f + exp(-x)); }
 };
 
 // softplus(x; beta, threshold); also inside mish and log_sigmoid.
 inline float metalx_softplus(float x) { return x > 20.0f ? x : metalx_log1p(exp(x)); }
 
 template <typename M> struct mish_op : elementwise_fn {
-  M operator()(M x) const { return x * tanh(metalx_softplus(x)); }
+  METAL_FUNC M operator()(M x) const { return x * tanh(metalx_softplus(x)); }
 };
 
 // Metal's min/max drop a NaN operand; CPU's hardsigmoid returns NaN for NaN.
 template <typename M> struct hardsigmoid_op : elementwise_fn {
-  M operator()(M x) const { return isnan(x) ? x : min(max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+  METAL_FUNC M operator()(M x) const { return isnan(x) ? x : min(max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
 };
 template <typename M> struct hardswish_op : elementwise_fn {
-  M operator()(M x) const { return x * min(max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+  METAL_FUNC M operator()(M x) const { return x * min(max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
 };
 
 template <typename M> struct softplus_op : elementwise_fn {
@@ -102,23 +102,23 @@ template <typename M> struct softplus_op : elementwise_fn {
     beta = k.f[0];
     threshold = k.f[1];
   }
-  M operator()(M x) const { return x * beta > threshold ? x : metalx_log1p(exp(x * beta)) / beta; }
+  METAL_FUNC M operator()(M x) const { return x * beta > threshold ? x : metalx_log1p(exp(x * beta)) / beta; }
 };
 
 template <typename M> struct softshrink_op : elementwise_fn {
   M lambd;
   void load(constant OpScalars& k) { lambd = k.f[0]; }
-  M operator()(M x) const { return x > lambd ? x - lambd : (x < -lambd ? x + lambd : x * 0.0f); }
+  METAL_FUNC M operator()(M x) const { return x > lambd ? x - lambd : (x < -lambd ? x + lambd : x * 0.0f); }
 };
 template <typename M> struct hardshrink_op : elementwise_fn {
   M lambd;
   void load(constant OpScalars& k) { lambd = k.f[0]; }
-  M operator()(M x) const { return (x >= -lambd && x <= lambd) ? 0.0f : x; }
+  METAL_FUNC M operator()(M x) const { return (x >= -lambd && x <= lambd) ? 0.0f : x; }
 };
 
 // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), stable for both signs.
 template <typename M> struct log_sigmoid_op : elementwise_fn {
-  M operator()(M x) const { return min(x, 0.0f) - metalx_log1p(exp(-fabs(x))); }
+  METAL_FUNC M operator()(M x) const { return min(x, 0.0f) - metalx_log1p(exp(-fabs(x))); }
 };
 
 #define METALX_ACTIVATION(NAME) METALX_FOR_FLOATS(METALX_UNARY_KERNELS, NAME, NAME##_op)
@@ -142,7 +142,7 @@ METALX_ACTIVATION(log_sigmoid)
 template <typename M> struct leaky_relu_backward_op : elementwise_fn {
   M slope;
   void load(constant OpScalars& k) { slope = scalar_arg<M>(k, 0); }
-  M operator()(M x, M grad) const { return x > M(0) ? grad : grad * slope; }
+  METAL_FUNC M operator()(M x, M grad) const { return x > M(0) ? grad : grad * slope; }
 };
 
 // (grad, self_or_result); scalars alpha, scale, input_scale, is_result.
@@ -155,22 +155,23 @@ template <typename M> struct elu_backward_op : elementwise_fn {
     input_scale = k.f[2];
     is_result = k.f[3] != 0.0f;
   }
-  M operator()(M grad, M x) const {
+  METAL_FUNC M operator()(M grad, M x) const {
     if (x > 0.0f) return grad * poscoef;
     return is_result ? grad * input_scale * (x + negcoef) : grad * input_scale * negcoef * exp(x * input_scale);
   }
 };
 
 // (grad, self)
+// The CDF as gelu_op's (one exp, no division, and the same values).
 template <typename M> struct gelu_backward_op : elementwise_fn {
-  M operator()(M grad, M x) const {
-    const M cdf = 0.5f * (1.0f + metalx_erf(x * METALX_SQRT1_2_F));
+  METAL_FUNC M operator()(M grad, M x) const {
+    const M cdf = metalx_gelu_cdf(x);
     const M pdf = exp(-0.5f * x * x) * (METALX_2_SQRTPI_F * METALX_SQRT1_2_F * 0.5f);
     return grad * (cdf + x * pdf);
   }
 };
 template <typename M> struct gelu_tanh_backward_op : elementwise_fn {
-  M operator()(M grad, M x) const {
+  METAL_FUNC M operator()(M grad, M x) const {
     const M beta = METALX_2_SQRTPI_F * METALX_SQRT1_2_F, kappa = 0.044715f;
     const M x2 = x * x;
     const M t = tanh(beta * (x + kappa * x2 * x));
@@ -182,13 +183,13 @@ template <typename M> struct gelu_tanh_backward_op : elementwise_fn {
 
 // (grad, self)
 template <typename M> struct silu_backward_op : elementwise_fn {
-  M operator()(M grad, M x) const {
+  METAL_FUNC M operator()(M grad, M x) const {
     const M s = 1.0f / (1.0f + exp(-x));
     return grad * s * (1.0f + x * (1.0f - s));
   }
 };
 template <typename M> struct mish_backward_op : elementwise_fn {
-  M operator()(M grad, M x) const {
+  METAL_FUNC M operator()(M grad, M x) const {
     const M s = 1.0f / (1.0f + exp(-x));
     const M t = tanh(metalx_softplus(x));
     return grad * (t + x * s * (1.0f - t * t));
@@ -202,13 +203,13 @@ template <typename M> struct hardtanh_backward_op : elementwise_fn {
     lo = scalar_arg<M>(k, 0);
     hi = scalar_arg<M>(k, 1);
   }
-  M operator()(M grad, M x) const { return (x <= lo || x >= hi) ? M(0) : grad; }
+  METAL_FUNC M operator()(M grad, M x) const { return (x <= lo || x >= hi) ? M(0) : grad; }
 };
 template <typename M> struct hardsigmoid_backward_op : elementwise_fn {
-  M operator()(M grad, M x) const { return (x > -3.0f && x < 3.0f) ? grad / 6.0f : 0.0f; }
+  METAL_FUNC M operator()(M grad, M x) const { return (x > -3.0f && x < 3.0f) ? grad / 6.0f : 0.0f; }
 };
 template <typename M> struct hardswish_backward_op : elementwise_fn {
-  M operator()(M grad, M x) const {
+  METAL_FUNC M operator()(M grad, M x) const {
     if (x <= -3.0f) return 0.0f;
     if (x < 3.0f) return grad * (x / 3.0f + 0.5f);
     return grad;
@@ -221,7 +222,7 @@ template <typename M> struct softplus_backward_op : elementwise_fn {
     beta = k.f[0];
     threshold = k.f[1];
   }
-  M operator()(M grad, M x) const {
+  METAL_FUNC M operator()(M grad, M x) const {
     const M z = exp(x * beta);
     return x * beta > threshold ? grad : grad * z / (z + 1.0f);
   }
@@ -230,21 +231,21 @@ template <typename M> struct softplus_backward_op : elementwise_fn {
 template <typename M> struct shrink_backward_op : elementwise_fn {
   M lambd;
   void load(constant OpScalars& k) { lambd = k.f[0]; }
-  M operator()(M grad, M x) const { return (x >= -lambd && x <= lambd) ? 0.0f : grad; }
+  METAL_FUNC M operator()(M grad, M x) const { return (x >= -lambd && x <= lambd) ? 0.0f : grad; }
 };
 // (grad, self)
 template <typename M> struct log_sigmoid_backward_op : elementwise_fn {
-  M operator()(M grad, M x) const {
+  METAL_FUNC M operator()(M grad, M x) const {
     const M z = exp(-fabs(x));
     return x < 0.0f ? grad * (1.0f - z / (1.0f + z)) : grad * (z / (1.0f + z));
   }
 };
 // (grad, output)
 template <typename M> struct sigmoid_backward_op : elementwise_fn {
-  M operator()(M grad, M y) const { return grad * (1.0f - y) * y; }
+  METAL_FUNC M operator()(M grad, M y) const { return grad * (1.0f - y) * y; }
 };
 template <typename M> struct tanh_backward_op : elementwise_fn {
-  M operator()(M grad, M y) const { return grad * (1.0f - y * y); }
+  METAL_FUNC M operator()(M grad, M y) const { return grad * (1.0f - y * y); }
 };
 
 #define METALX_GRADIENT(NAME) METALX_FOR_FLOATS(METALX_BINARY_KERNELS, NAME, NAME##_op)

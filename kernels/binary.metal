@@ -17,23 +17,23 @@ template <> inline bool is_float_math<float>() { return true; }
 template <typename M> struct add_op : elementwise_fn {
   M alpha;
   void load(constant OpScalars& k) { alpha = scalar_arg<M>(k, 0); }
-  M operator()(M a, M b) const { return a + alpha * b; }
+  METAL_FUNC M operator()(M a, M b) const { return a + alpha * b; }
 };
 template <> struct add_op<bool> : elementwise_fn {
   bool alpha;
   void load(constant OpScalars& k) { alpha = scalar_arg<bool>(k, 0); }
-  bool operator()(bool a, bool b) const { return a || (alpha && b); }
+  METAL_FUNC bool operator()(bool a, bool b) const { return a || (alpha && b); }
 };
 template <typename M> struct sub_op : elementwise_fn {
   M alpha;
   void load(constant OpScalars& k) { alpha = scalar_arg<M>(k, 0); }
-  M operator()(M a, M b) const { return a - alpha * b; }
+  METAL_FUNC M operator()(M a, M b) const { return a - alpha * b; }
 };
 template <typename M> struct mul_op : elementwise_fn {
-  M operator()(M a, M b) const { return a * b; }
+  METAL_FUNC M operator()(M a, M b) const { return a * b; }
 };
 template <> struct mul_op<bool> : elementwise_fn {
-  bool operator()(bool a, bool b) const { return a && b; }
+  METAL_FUNC bool operator()(bool a, bool b) const { return a && b; }
 };
 // half and bfloat: CPU rounds alpha to the tensor's type, then alpha * b, then the sum
 // (its scalar loop, which runs non-contiguous operands, short tensors and the tails of
@@ -44,14 +44,14 @@ template <typename T> struct add_rounded {
   template <typename M> struct op : elementwise_fn {
     M alpha;
     void load(constant OpScalars& k) { alpha = M(T(scalar_arg<M>(k, 0))); }
-    M operator()(M a, M b) const { return a + M(T(alpha * b)); }
+    METAL_FUNC M operator()(M a, M b) const { return a + M(T(alpha * b)); }
   };
 };
 template <typename T> struct sub_rounded {
   template <typename M> struct op : elementwise_fn {
     M alpha;
     void load(constant OpScalars& k) { alpha = M(T(scalar_arg<M>(k, 0))); }
-    M operator()(M a, M b) const { return a - M(T(alpha * b)); }
+    METAL_FUNC M operator()(M a, M b) const { return a - M(T(alpha * b)); }
   };
 };
 METALX_BINARY_KERNELS(add, add_op, float)
@@ -69,29 +69,29 @@ METALX_FOR_ALL(METALX_BINARY_KERNELS, mul, mul_op)
 METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, mul, mul_op)
 
 template <typename M> struct div_true_op : elementwise_fn {
-  M operator()(M a, M b) const { return a / b; }
+  METAL_FUNC M operator()(M a, M b) const { return a / b; }
 };
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, div_true, div_true_op)
 METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, div_true, div_true_op)
 
 // Rounding division: C's truncating division for integers.
 template <typename M> struct div_trunc_op : elementwise_fn {
-  M operator()(M a, M b) const { return a / b; }
+  METAL_FUNC M operator()(M a, M b) const { return a / b; }
 };
 template <> struct div_trunc_op<float> : elementwise_fn {
-  float operator()(float a, float b) const { return trunc(a / b); }
+  METAL_FUNC float operator()(float a, float b) const { return trunc(a / b); }
 };
 
 // Floor division. For floats it is computed from fmod, so that the quotient of exactly
 // representable operands is exact (CPU PyTorch's, and Python's, definition).
 template <typename M> struct div_floor_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     const M q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? M(q - 1) : q;
   }
 };
 template <> struct div_floor_op<float> : elementwise_fn {
-  float operator()(float a, float b) const {
+  METAL_FUNC float operator()(float a, float b) const {
     if (b == 0.0f) return a / b;
     const float mod = fmod(a, b);
     float div = (a - mod) / b;
@@ -105,7 +105,7 @@ template <> struct div_floor_op<float> : elementwise_fn {
 // half and bfloat: CPU truncates the quotient rounded to the storage type.
 template <typename T> struct div_trunc_rounded {
   template <typename M> struct op : elementwise_fn {
-    M operator()(M a, M b) const { return trunc(M(T(a / b))); }
+    METAL_FUNC M operator()(M a, M b) const { return trunc(M(T(a / b))); }
   };
 };
 METALX_BINARY_KERNELS(div_trunc, div_trunc_op, float)
@@ -118,7 +118,7 @@ METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, div_trunc, div_trunc_op)
 // rounded to it.
 template <typename T> struct div_floor_rounded {
   template <typename M> struct op : elementwise_fn {
-    M operator()(M a, M b) const {
+    METAL_FUNC M operator()(M a, M b) const {
       if (b == 0.0f) return a / b;
       const M mod = M(T(fmod(a, b)));
       M div = M(T(M(T(a - mod)) / b));
@@ -139,22 +139,22 @@ METALX_FOR_REDUCED_FLOATS(METALX_BINARY_VM_KERNELS, div_floor, div_floor_op)
 
 // remainder has the sign of the divisor (Python's %); fmod the sign of the dividend.
 template <typename M> struct remainder_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     const M r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? M(r + b) : r;
   }
 };
 template <> struct remainder_op<float> : elementwise_fn {
-  float operator()(float a, float b) const {
+  METAL_FUNC float operator()(float a, float b) const {
     const float r = fmod(a, b);
     return (r != 0.0f && ((b < 0.0f) != (r < 0.0f))) ? r + b : r;
   }
 };
 template <typename M> struct fmod_op : elementwise_fn {
-  M operator()(M a, M b) const { return a % b; }
+  METAL_FUNC M operator()(M a, M b) const { return a % b; }
 };
 template <> struct fmod_op<float> : elementwise_fn {
-  float operator()(float a, float b) const { return fmod(a, b); }
+  METAL_FUNC float operator()(float a, float b) const { return fmod(a, b); }
 };
 METALX_FOR_NUMBERS(METALX_BINARY_KERNELS, remainder, remainder_op)
 METALX_FOR_NUMBERS(METALX_BINARY_KERNELS, fmod, fmod_op)
@@ -176,15 +176,15 @@ template <typename M> inline M metalx_ipow(M base, M exp) {
   return result;
 }
 template <typename M> struct pow_op : elementwise_fn {
-  M operator()(M a, M b) const { return metalx_ipow(a, b); }
+  METAL_FUNC M operator()(M a, M b) const { return metalx_ipow(a, b); }
 };
 template <> struct pow_op<float> : elementwise_fn {
-  float operator()(float a, float b) const { return pow(a, b); }
+  METAL_FUNC float operator()(float a, float b) const { return pow(a, b); }
 };
 METALX_FOR_NUMBERS(METALX_BINARY_KERNELS, pow, pow_op)
 
 template <typename M> struct atan2_op : elementwise_fn {
-  M operator()(M a, M b) const { return atan2(a, b); }
+  METAL_FUNC M operator()(M a, M b) const { return atan2(a, b); }
 };
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, atan2, atan2_op)
 
@@ -196,7 +196,7 @@ METALX_FOR_FLOATS(METALX_BINARY_KERNELS, atan2, atan2_op)
 // Operands are scaled by an exact power of two where the squares would overflow or
 // lose bits to underflow; inf wins over NaN.
 template <typename M> struct hypot_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     a = fabs(a);
     b = fabs(b);
     if (isinf(a) || isinf(b)) return INFINITY;
@@ -225,7 +225,7 @@ template <typename M> struct hypot_op : elementwise_fn {
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, hypot, hypot_op)
 
 template <typename M> struct copysign_op : elementwise_fn {
-  M operator()(M a, M b) const { return copysign(a, b); }
+  METAL_FUNC M operator()(M a, M b) const { return copysign(a, b); }
 };
 METALX_FOR_FLOATS(METALX_BINARY_KERNELS, copysign, copysign_op)
 
@@ -234,7 +234,7 @@ METALX_FOR_FLOATS(METALX_BINARY_KERNELS, copysign, copysign_op)
 // the product (computing it in float leaves results an ulp off CPU's).
 template <typename T> struct xlogy_rounded {
   template <typename M> struct op : elementwise_fn {
-    M operator()(M x, M y) const {
+    METAL_FUNC M operator()(M x, M y) const {
       if (isnan(y)) return NAN;
       if (x == 0.0f) return 0.0f;
       return x * M(T(log(y)));
@@ -247,26 +247,26 @@ METALX_BINARY_KERNELS(xlogy, xlogy_rounded<bfloat>::op, bfloat)
 
 // maximum/minimum propagate NaN; fmax/fmin ignore it.
 template <typename M> struct maximum_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     if (is_float_math<M>() && (a != a || b != b)) return a != a ? a : b;
     return a > b ? a : b;
   }
 };
 template <typename M> struct minimum_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     if (is_float_math<M>() && (a != a || b != b)) return a != a ? a : b;
     return a < b ? a : b;
   }
 };
 template <typename M> struct fmax_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     if (a != a) return b;
     if (b != b) return a;
     return a > b ? a : b;
   }
 };
 template <typename M> struct fmin_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     if (a != a) return b;
     if (b != b) return a;
     return a < b ? a : b;
@@ -281,7 +281,7 @@ METALX_FOR_NUMBERS(METALX_BINARY_KERNELS, fmin, fmin_op)
 
 #define METALX_PREDICATE(NAME, EXPR)                       \
   template <typename M> struct NAME##_op : predicate_fn { \
-    bool operator()(M a, M b) const { return EXPR; }      \
+    METAL_FUNC bool operator()(M a, M b) const { return EXPR; }      \
   };                                                       \
   METALX_FOR_ALL(METALX_BINARY_KERNELS, NAME, NAME##_op)
 
@@ -299,7 +299,7 @@ METALX_PREDICATE(logical_xor, bool(a) != bool(b))
 
 #define METALX_BITWISE(NAME, EXPR)                           \
   template <typename M> struct NAME##_op : elementwise_fn { \
-    M operator()(M a, M b) const { return EXPR; }           \
+    METAL_FUNC M operator()(M a, M b) const { return EXPR; }           \
   };                                                         \
   METALX_FOR_INTS(METALX_BINARY_KERNELS, NAME, NAME##_op)   \
   METALX_BINARY_KERNELS(NAME, NAME##_op, bool)
@@ -317,7 +317,7 @@ template <> struct unsigned_of<short> { typedef ushort type; };
 template <> struct unsigned_of<char> { typedef uchar type; };
 
 template <typename M> struct lshift_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     typedef typename unsigned_of<M>::type U;
     const M width = M(sizeof(M) * 8);
     if (b < 0 || b >= width) return 0;
@@ -325,7 +325,7 @@ template <typename M> struct lshift_op : elementwise_fn {
   }
 };
 template <typename M> struct rshift_op : elementwise_fn {
-  M operator()(M a, M b) const {
+  METAL_FUNC M operator()(M a, M b) const {
     const M width = M(sizeof(M) * 8);
     if (b < 0 || b >= width) return a < 0 ? M(-1) : M(0);
     return M(a >> b);

@@ -13,7 +13,7 @@ using namespace metal;
 
 #define METALX_FLOAT_UNARY(NAME, EXPR)                      \
   template <typename M> struct NAME##_op : elementwise_fn { \
-    M operator()(M x) const { return EXPR; }                \
+    METAL_FUNC M operator()(M x) const { return EXPR; }     \
   };                                                        \
   METALX_FOR_FLOATS(METALX_UNARY_KERNELS, NAME, NAME##_op)
 
@@ -51,7 +51,7 @@ METALX_FLOAT_UNARY(frac, x - trunc(x))
 // reciprocal of its scale in float64 every step, and a training step should not leave
 // the device for one number.
 template <> struct reciprocal_op<float64> : elementwise_fn {
-  float64 operator()(float64 x) const { return float64{f64_reciprocal(x.bits)}; }
+  METAL_FUNC float64 operator()(float64 x) const { return float64{f64_reciprocal(x.bits)}; }
 };
 METALX_UNARY_KERNELS(reciprocal, reciprocal_op, float64)
 
@@ -64,7 +64,7 @@ template <typename M> struct logit_op : elementwise_fn {
     eps = k.f[0];
     clamp = k.f[1] != 0.0f;
   }
-  M operator()(M x) const {
+  METAL_FUNC M operator()(M x) const {
     if (clamp) x = x < eps ? eps : (x > 1.0f - eps ? 1.0f - eps : x);
     return log(x / (1.0f - x));
   }
@@ -73,10 +73,10 @@ METALX_FOR_FLOATS(METALX_UNARY_KERNELS, logit, logit_op)
 
 // isposinf / isneginf (attention masks test for -inf); integer inputs take the CPU path.
 template <typename M> struct isposinf_op : predicate_fn {
-  bool operator()(M x) const { return isinf(x) && x > M(0); }
+  METAL_FUNC bool operator()(M x) const { return isinf(x) && x > M(0); }
 };
 template <typename M> struct isneginf_op : predicate_fn {
-  bool operator()(M x) const { return isinf(x) && x < M(0); }
+  METAL_FUNC bool operator()(M x) const { return isinf(x) && x < M(0); }
 };
 METALX_FOR_FLOATS(METALX_UNARY_KERNELS, isposinf, isposinf_op)
 METALX_FOR_FLOATS(METALX_UNARY_KERNELS, isneginf, isneginf_op)
@@ -84,54 +84,54 @@ METALX_FOR_FLOATS(METALX_UNARY_KERNELS, isneginf, isneginf_op)
 // ---- ops on every number type ----
 
 template <typename M> struct neg_op : elementwise_fn {
-  M operator()(M x) const { return -x; }
+  METAL_FUNC M operator()(M x) const { return -x; }
 };
 METALX_FOR_NUMBERS(METALX_UNARY_KERNELS, neg, neg_op)
 
 template <typename M> struct abs_op : elementwise_fn {
-  M operator()(M x) const { return x < M(0) ? M(-x) : (x == M(0) ? M(0) : x); }
+  METAL_FUNC M operator()(M x) const { return x < M(0) ? M(-x) : (x == M(0) ? M(0) : x); }
 };
 METALX_FOR_NUMBERS(METALX_UNARY_KERNELS, abs, abs_op)
 
 // sign: -1, 0 or 1; NaN gives 0, as CPU's sign.
 template <typename M> struct sign_op : elementwise_fn {
-  M operator()(M x) const { return M(M(0) < x) - M(x < M(0)); }
+  METAL_FUNC M operator()(M x) const { return M(M(0) < x) - M(x < M(0)); }
 };
 METALX_FOR_NUMBERS(METALX_UNARY_KERNELS, sign, sign_op)
 
 template <typename M> struct signbit_op : predicate_fn {
-  bool operator()(M x) const { return x < M(0); }
+  METAL_FUNC bool operator()(M x) const { return x < M(0); }
 };
 template <> struct signbit_op<float> : predicate_fn {
-  bool operator()(float x) const { return signbit(x); }
+  METAL_FUNC bool operator()(float x) const { return signbit(x); }
 };
 METALX_FOR_NUMBERS(METALX_UNARY_KERNELS, signbit, signbit_op)
 
 // Rounding is the identity on integers (CPU returns a copy).
 template <typename M> struct ceil_op : elementwise_fn {
-  M operator()(M x) const { return x; }
+  METAL_FUNC M operator()(M x) const { return x; }
 };
 template <> struct ceil_op<float> : elementwise_fn {
-  float operator()(float x) const { return ceil(x); }
+  METAL_FUNC float operator()(float x) const { return ceil(x); }
 };
 template <typename M> struct floor_op : elementwise_fn {
-  M operator()(M x) const { return x; }
+  METAL_FUNC M operator()(M x) const { return x; }
 };
 template <> struct floor_op<float> : elementwise_fn {
-  float operator()(float x) const { return floor(x); }
+  METAL_FUNC float operator()(float x) const { return floor(x); }
 };
 template <typename M> struct trunc_op : elementwise_fn {
-  M operator()(M x) const { return x; }
+  METAL_FUNC M operator()(M x) const { return x; }
 };
 template <> struct trunc_op<float> : elementwise_fn {
-  float operator()(float x) const { return trunc(x); }
+  METAL_FUNC float operator()(float x) const { return trunc(x); }
 };
 // Half to even, as std::nearbyint in CPU PyTorch.
 template <typename M> struct round_op : elementwise_fn {
-  M operator()(M x) const { return x; }
+  METAL_FUNC M operator()(M x) const { return x; }
 };
 template <> struct round_op<float> : elementwise_fn {
-  float operator()(float x) const { return rint(x); }
+  METAL_FUNC float operator()(float x) const { return rint(x); }
 };
 METALX_FOR_NUMBERS(METALX_UNARY_KERNELS, ceil, ceil_op)
 METALX_FOR_NUMBERS(METALX_UNARY_KERNELS, floor, floor_op)
@@ -147,7 +147,7 @@ template <typename M> struct round_decimals_op : elementwise_fn {
     ten_pow = k.f[0];
     negative = k.f[1] != 0.0f;
   }
-  M operator()(M x) const { return negative ? rint(x / ten_pow) * ten_pow : rint(x * ten_pow) / ten_pow; }
+  METAL_FUNC M operator()(M x) const { return negative ? rint(x / ten_pow) * ten_pow : rint(x * ten_pow) / ten_pow; }
 };
 METALX_FOR_FLOATS(METALX_UNARY_KERNELS, round_decimals, round_decimals_op)
 
@@ -160,7 +160,7 @@ template <typename M> struct nan_to_num_op : elementwise_fn {
     posinf = k.f[1];
     neginf = k.f[2];
   }
-  M operator()(M x) const {
+  METAL_FUNC M operator()(M x) const {
     if (isnan(x)) return nan_value;
     if (isinf(x)) return x > 0.0f ? posinf : neginf;
     return x;
@@ -171,15 +171,15 @@ METALX_FOR_FLOATS(METALX_UNARY_KERNELS, nan_to_num, nan_to_num_op)
 // ---- integer and boolean ----
 
 template <typename M> struct bitwise_not_op : elementwise_fn {
-  M operator()(M x) const { return ~x; }
+  METAL_FUNC M operator()(M x) const { return ~x; }
 };
 template <> struct bitwise_not_op<bool> : elementwise_fn {
-  bool operator()(bool x) const { return !x; }
+  METAL_FUNC bool operator()(bool x) const { return !x; }
 };
 METALX_FOR_INTS(METALX_UNARY_KERNELS, bitwise_not, bitwise_not_op)
 METALX_UNARY_KERNELS(bitwise_not, bitwise_not_op, bool)
 
 template <typename M> struct logical_not_op : predicate_fn {
-  bool operator()(M x) const { return !bool(x); }
+  METAL_FUNC bool operator()(M x) const { return !bool(x); }
 };
 METALX_FOR_ALL(METALX_UNARY_KERNELS, logical_not, logical_not_op)
