@@ -13,7 +13,7 @@
 //                     bounds: out[n][c][h][w] = X[n][c][h * sub_h - pad_h][w * sub_w - pad_w],
 //                     zero outside X, for h < Hp, w < Wp; NCHW or, with `channels_last`,
 //                     NHWC. (sub > 1 subsamples the input of a strided 1x1 convolution.)
-//                     Grid: x = Hp, y = N * C (NCHW) or x = Wp, y = Hp, z = N (NHWC).
+//                     Grid: x = Hp, y = C, z = N (NCHW) or x = Wp, y = Hp, z = N (NHWC).
 // Host launchers: backend/ops/conv2d/conv2d_tiled.cpp.
 #include <metal_stdlib>
 using namespace metal;
@@ -72,11 +72,13 @@ kernel void conv2d_pad_input(device T* out [[buffer(0)]],
                              constant Conv2dPadParams& p [[buffer(2)]],
                              uint3 gid [[thread_position_in_grid]]) {
   if (!p.channels_last) {
-    // One row of one channel per thread.
-    const long h = gid.x, nc = gid.y;
-    if (h >= p.Hp || nc >= p.N * p.C) return;
-    const long n = nc / p.C, c = nc - (nc / p.C) * p.C;
-    device T* row = out + (nc * p.Hp + h) * p.Wp;
+    // One row of one channel per thread. (The grid's y and z are the channel and the
+    // image, and sub_w == 1 needs no division: a thread copies one short row, and the
+    // 64-bit divisions that found its channel and columns took 40% of this kernel's
+    // time on the simulator.)
+    const long h = gid.x, c = gid.y, n = gid.z;
+    if (h >= p.Hp || c >= p.C || n >= p.N) return;
+    device T* row = out + ((n * p.C + c) * p.Hp + h) * p.Wp;
     const long ih = h * p.sub_h - p.pad_h;
     if (ih < 0 || ih >= p.H) {
       for (long w = 0; w < p.Wp; ++w) row[w] = T(0.0f);
@@ -85,9 +87,10 @@ kernel void conv2d_pad_input(device T* out [[buffer(0)]],
     const device T* src = x + n * p.x_s[0] + c * p.x_s[1] + ih * p.x_s[2];
     // Columns [w_lo, w_hi) read X; the others are zero. Three plain loops, no
     // per-element test (the middle one a contiguous copy for unit-stride rows).
-    const long w_lo = min(p.Wp, p.pad_w <= 0 ? 0L : (p.pad_w + p.sub_w - 1) / p.sub_w);
+    const bool unit = p.sub_w == 1;
+    const long w_lo = min(p.Wp, p.pad_w <= 0 ? 0L : unit ? p.pad_w : (p.pad_w + p.sub_w - 1) / p.sub_w);
     const long top = p.W - 1 + p.pad_w;  // the last column reads X at w * sub_w <= top
-    const long w_hi = top < 0 ? w_lo : max(w_lo, min(p.Wp, top / p.sub_w + 1));
+    const long w_hi = top < 0 ? w_lo : max(w_lo, min(p.Wp, (unit ? top : top / p.sub_w) + 1));
     for (long w = 0; w < w_lo; ++w) row[w] = T(0.0f);
     const long step = p.sub_w * p.x_s[3];
     const device T* s0 = src + (w_lo * p.sub_w - p.pad_w) * p.x_s[3];

@@ -48,7 +48,7 @@ void encodePadInput(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType d
   if (p.channels_last)
     dispatch(e, p.Wp, p.Hp, p.N);
   else
-    dispatch(e, p.Hp, p.N * p.C, 1);
+    dispatch(e, p.Hp, p.C, p.N);
 }
 
 void encodeSumChunks(rt::ComputeEncoder& e, rt::PipelineCache& pipelines, DType dtype,
