@@ -480,6 +480,33 @@ TEST_F(Validation, BindingsMadeBeforeSwitchingPipelineAreKeptAndNotRejected) {
   for (int v : read<int>(data, 64)) ASSERT_EQ(v, 6);
 }
 
+// encodeDispatchThreads stands for setComputePipeline, a setBuffer/setBytes per argument
+// and dispatchThreads: the same result, the same bindings left in the encoder, and the
+// same errors (the simulator checks them in one pass).
+TEST_F(Validation, OneCallDispatchIsTheCallsItStandsFor) {
+  auto data = bufferFrom(std::vector<int>(64, 0));
+  uint32_t n = 64;
+  int k = 3;
+  ComputeEncoder::Argument args[3];
+  args[0].buffer = &data;
+  args[1].bytes = &n, args[1].length = sizeof n;
+  args[2].bytes = &k, args[2].length = sizeof k;
+  auto cb = queue->commandBuffer();
+  auto enc = cb->computeEncoder();
+  enc->encodeDispatchThreads(pipeline("add_k"), args, 3, {64, 1, 1}, {64, 1, 1});  // += 3
+  enc->dispatchThreads({64, 1, 1}, {64, 1, 1});  // += 3 again, with the bindings it left
+  // Past Metal's 31 slots: the error setBytes gives at that index.
+  std::vector<ComputeEncoder::Argument> many(32, args[1]);
+  many[0] = args[0];
+  EXPECT_RT_ERROR(enc->encodeDispatchThreads(pipeline("add_k"), many.data(), 32, {64, 1, 1}, {64, 1, 1}),
+                  kValidation, "index 31 is out of range");
+  enc->endEncoding();
+  EXPECT_RT_ERROR(enc->encodeDispatchThreads(pipeline("add_k"), args, 3, {64, 1, 1}, {64, 1, 1}), kValidation,
+                  "setComputePipeline");
+  commitAndWait(cb);
+  for (int v : read<int>(data, 64)) ASSERT_EQ(v, 6);
+}
+
 // The device allows 1024 threads per threadgroup; a kernel may declare fewer with
 // [[max_total_threads_per_threadgroup]], and the pipeline reports that bound.
 TEST_F(Validation, ThreadsPerThreadgroupAboveThePipelineMaximumAreRejected) {
