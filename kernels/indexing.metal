@@ -43,16 +43,18 @@ template <typename M> inline M scalar_value(constant IndexParams& p) { return M(
 template <> inline float scalar_value<float>(constant IndexParams& p) { return p.value_f; }
 
 // Offsets of coordinate `e`, a linear index over the index's shape (dim excluded when
-// skip_dim): into self (without dim's part), the index and the other tensor.
+// skip_dim): into self (without dim's part), the index and the other tensor. With
+// `coords`, also the coordinates themselves (those of skipped dims are left as they are).
 struct Offsets {
   long self, index, other;
 };
-inline Offsets offsets_of(constant IndexParams& p, ulong e, bool skip_dim) {
+inline Offsets offsets_of(constant IndexParams& p, ulong e, bool skip_dim, thread ulong* coords = nullptr) {
   Offsets o = {0, 0, 0};
   for (uint d = 0; d < p.ndim; ++d) {
     if (skip_dim && d == p.dim) continue;
     const ulong c = e % p.sizes[d];
     e /= p.sizes[d];
+    if (coords) coords[d] = c;
     if (d != p.dim) o.self += long(c) * p.self_strides[d];
     o.index += long(c) * p.index_strides[d];
     o.other += long(c) * p.other_strides[d];
@@ -75,15 +77,7 @@ kernel void index_gather(device T* out [[buffer(0)]], device const T* self [[buf
   const ulong end = min(p.lines, e + per);
   if (e >= end) return;
   ulong c[METALX_INDEX_MAX_DIMS];
-  Offsets o = {0, 0, 0};
-  ulong rest = e;
-  for (uint d = 0; d < p.ndim; ++d) {
-    c[d] = rest % p.sizes[d];
-    rest /= p.sizes[d];
-    if (d != p.dim) o.self += long(c[d]) * p.self_strides[d];
-    o.index += long(c[d]) * p.index_strides[d];
-    o.other += long(c[d]) * p.other_strides[d];
-  }
+  Offsets o = offsets_of(p, e, false, c);
   for (;;) {
     const long i = index[o.index];
     if (i >= 0 && i < p.bound) out[o.other] = self[o.self + i * dim_stride];

@@ -168,12 +168,16 @@ at::Tensor& sumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool kee
   return out;
 }
 
+// The mean kernels' scalars: the count of elements each output averages.
+std::array<float, 4> meanScalars(const at::Tensor& self, const std::vector<int64_t>& dims) {
+  return {0, static_cast<float>(launch::reducedSize(self, dims)), 0, 0};
+}
+
 void meanImpl(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
               const at::Tensor& out) {
   const auto dims = wrapDims(self, dim);
   const c10::ScalarType compute = dtype.value_or(self.scalar_type());
-  const int64_t r = launch::reducedSize(self, dims);
-  const std::array<float, 4> scalars = {0, static_cast<float>(r), 0, 0};
+  const std::array<float, 4> scalars = meanScalars(self, dims);
   if (!complexReduceInto(mean_op, self, dims, out, scalars, compute) &&
       !reduceInto(mean_op, self, dims, out, nullptr, scalars, compute))
     fallbackOut("aten::mean", "out", {out}, self, boxed(dim), keepdim, dtype);
@@ -445,10 +449,8 @@ bool varInto(const at::Tensor& self, const std::vector<int64_t>& dims, double co
       return false;
     const_cast<at::Tensor&>(out).add_(imag_var);
     if (std_dev) const_cast<at::Tensor&>(out).sqrt_();
-    if (mean) {
-      const std::array<float, 4> mean_scalars = {0, static_cast<float>(launch::reducedSize(self, dims)), 0, 0};
-      TORCH_INTERNAL_ASSERT(complexReduceInto(mean_op, self, dims, *mean, mean_scalars, at::kComplexFloat));
-    }
+    if (mean)
+      TORCH_INTERNAL_ASSERT(complexReduceInto(mean_op, self, dims, *mean, meanScalars(self, dims), at::kComplexFloat));
     return true;
   }
   if (!c10::isFloatingType(self.scalar_type()) || !launch::kernelDtype(self.scalar_type())) return false;
