@@ -80,7 +80,18 @@ struct WeightGradLayout {
   Conv2dPadParams pad{};
   int64_t rows_per_chunk = 1, chunks = 0;
   size_t input_bytes = 0, partial_bytes = 0;
+  size_t scratchBytes() const { return input_bytes + partial_bytes; }
 };
+
+// `rows` output rows in chunks of `rows_per_chunk`, doubled while the chunks' partial
+// sums (sums_per_chunk floats each, read again by conv2d_sum_chunks) would pass 4M
+// floats, and at most all rows.
+Conv2dRowChunks boundedChunks(int64_t rows, int64_t rows_per_chunk, int64_t sums_per_chunk) {
+  while (ceilDiv(rows, rows_per_chunk) > 1 && ceilDiv(rows, rows_per_chunk) * sums_per_chunk > (int64_t(1) << 22))
+    rows_per_chunk *= 2;
+  rows_per_chunk = std::min(rows_per_chunk, rows);
+  return {rows_per_chunk, ceilDiv(rows, rows_per_chunk)};
+}
 
 // X padded for a weight gradient: exactly the rows and columns the taps read, zero
 // outside X (strides of X are filled in at encoding).
@@ -159,11 +170,10 @@ WeightGradLayout tapsWeightGradLayout(DType dtype, const Conv2dGeometry& g) {
   // pass 4M floats.
   const int64_t rows = std::max<int64_t>(1, g.N * g.OH);
   const int64_t sums_per_chunk = std::max<int64_t>(1, g.Cy * (g.Cx / g.groups) * g.KH * g.KW);
-  l.rows_per_chunk = std::max<int64_t>(1, 2048 / std::max<int64_t>(1, g.OW));
-  while (ceilDiv(rows, l.rows_per_chunk) > 1 && ceilDiv(rows, l.rows_per_chunk) * sums_per_chunk > (int64_t(1) << 22))
-    l.rows_per_chunk *= 2;
-  l.rows_per_chunk = std::min(l.rows_per_chunk, rows);
-  l.chunks = ceilDiv(rows, l.rows_per_chunk);
+  const int64_t preferred_rows = std::max<int64_t>(1, 2048 / std::max<int64_t>(1, g.OW));
+  const Conv2dRowChunks c = boundedChunks(rows, preferred_rows, sums_per_chunk);
+  l.rows_per_chunk = c.rows_per_chunk;
+  l.chunks = c.chunks;
   l.partial_bytes = static_cast<size_t>(l.chunks * sums_per_chunk) * sizeof(float);
   return l;
 }
@@ -286,15 +296,11 @@ Conv2dRowChunks conv2dWeightGradChunks(const Conv2dGeometry& g) {
   const int64_t min_rows = std::max<int64_t>(1, 256 / ow);
   while (rows_per_chunk > min_rows && tiles * ceilDiv(rows, rows_per_chunk) < 4096)
     rows_per_chunk = std::max(min_rows, rows_per_chunk / 2);
-  while (ceilDiv(rows, rows_per_chunk) > 1 && ceilDiv(rows, rows_per_chunk) * sums_per_chunk > (int64_t(1) << 22))
-    rows_per_chunk *= 2;
-  rows_per_chunk = std::min(rows_per_chunk, rows);
-  return {rows_per_chunk, ceilDiv(rows, rows_per_chunk)};
+  return boundedChunks(rows, rows_per_chunk, sums_per_chunk);
 }
 
 size_t conv2dTiledBackwardWeightScratchBytes(DType dtype, const Conv2dGeometry& g) {
-  const WeightGradLayout l = weightGradLayout(dtype, g);
-  return l.input_bytes + l.partial_bytes;
+  return weightGradLayout(dtype, g).scratchBytes();
 }
 
 void encodeConv2dTiledBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
@@ -318,8 +324,7 @@ bool conv2dTapsBackwardWeightApplies(const Conv2dGeometry& g) {
 }
 
 size_t conv2dTapsBackwardWeightScratchBytes(DType dtype, const Conv2dGeometry& g) {
-  const WeightGradLayout l = tapsWeightGradLayout(dtype, g);
-  return l.input_bytes + l.partial_bytes;
+  return tapsWeightGradLayout(dtype, g).scratchBytes();
 }
 
 void encodeConv2dTapsBackwardWeight(rt::ComputeEncoder& encoder, rt::PipelineCache& pipelines, DType dtype,
